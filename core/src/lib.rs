@@ -1,0 +1,9 @@
+//! What Telemesh's agent, coordinator and simulator share.
+//!
+//! Pure logic lives here, apart from network plumbing: command-line groups every binary
+//! flattens in ([`cli`]), logging set-up ([`telemetry`]), and, as the later issues land, CRD
+//! types, policy evaluation, the reward model, the gossip state schema and wire messages.
+//! This crate makes no Kubernetes API calls; the binaries do.
+
+pub mod cli;
+pub mod telemetry;

@@ -1,0 +1,285 @@
+//! Authentication and authorization from a table the test or dev cluster sets up: bearer
+//! tokens map to users, and rules grant verbs on resources. TokenReview and
+//! SubjectAccessReview answer from the same table.
+//!
+//! With no tokens configured every request is anonymous-admin; with no rules configured every
+//! authenticated user may do everything (like an RBAC cluster with a cluster-admin binding).
+
+use std::collections::HashMap;
+
+use http::{HeaderMap, header};
+use serde_json::{Value, json};
+
+use super::error::{ApiError, ApiResult};
+
+/// An authenticated identity.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct UserInfo {
+    /// User name (`system:serviceaccount:ns:name` for service accounts).
+    pub username: String,
+    /// UID.
+    pub uid: String,
+    /// Groups.
+    pub groups: Vec<String>,
+}
+
+/// A permission: who may do which verbs on which resources.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rule {
+    /// User names or `group:<name>` entries this rule applies to; `*` for anyone.
+    pub subjects: Vec<String>,
+    /// Verbs (`get`, `list`, ...), `*` for all.
+    pub verbs: Vec<String>,
+    /// API groups (`""` for core), `*` for all.
+    pub api_groups: Vec<String>,
+    /// Resources, optionally `resource/subresource`; `*` for all.
+    pub resources: Vec<String>,
+    /// Namespaces the rule is limited to; empty for all (cluster-wide).
+    pub namespaces: Vec<String>,
+}
+
+/// What a request wants to do, for authorization.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Attributes {
+    /// Verb.
+    pub verb: String,
+    /// API group.
+    pub group: String,
+    /// Resource (plural).
+    pub resource: String,
+    /// Subresource, empty if none.
+    pub subresource: String,
+    /// Namespace, empty if cluster-wide.
+    pub namespace: String,
+    /// Object name, empty if none.
+    pub name: String,
+}
+
+/// The token and permission table.
+#[derive(Debug, Clone, Default)]
+pub struct Auth {
+    /// Bearer token → user. Empty: authentication is off.
+    pub tokens: HashMap<String, UserInfo>,
+    /// Permissions. Empty: every authenticated user may do everything.
+    pub rules: Vec<Rule>,
+}
+
+impl Auth {
+    /// Returns the requesting user: anonymous admin when authentication is off.
+    pub fn authenticate(&self, headers: &HeaderMap) -> ApiResult<Option<UserInfo>> {
+        if self.tokens.is_empty() {
+            return Ok(None);
+        }
+        let token = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .ok_or_else(ApiError::unauthorized)?;
+        self.tokens
+            .get(token.trim())
+            .cloned()
+            .map(Some)
+            .ok_or_else(ApiError::unauthorized)
+    }
+
+    /// Returns whether `user` may do `attrs`.
+    pub fn allowed(&self, user: &UserInfo, attrs: &Attributes) -> bool {
+        if self.rules.is_empty() || user.groups.iter().any(|g| g == "system:masters") {
+            return true;
+        }
+        let resource = if attrs.subresource.is_empty() {
+            attrs.resource.clone()
+        } else {
+            format!("{}/{}", attrs.resource, attrs.subresource)
+        };
+        self.rules.iter().any(|r| {
+            let subject = r.subjects.iter().any(|s| {
+                s == "*"
+                    || *s == user.username
+                    || s.strip_prefix("group:")
+                        .is_some_and(|g| user.groups.iter().any(|ug| ug == g))
+            });
+            let any = |list: &[String], v: &str| list.iter().any(|x| x == "*" || x == v);
+            subject
+                && any(&r.verbs, &attrs.verb)
+                && any(&r.api_groups, &attrs.group)
+                && any(&r.resources, &resource)
+                && (r.namespaces.is_empty() || r.namespaces.iter().any(|n| *n == attrs.namespace))
+        })
+    }
+
+    /// Authorizes a request, answering 403 with kube-apiserver's message when denied.
+    pub fn authorize(&self, user: Option<&UserInfo>, attrs: &Attributes) -> ApiResult<()> {
+        let Some(user) = user else { return Ok(()) };
+        if self.allowed(user, attrs) {
+            return Ok(());
+        }
+        let resource = if attrs.subresource.is_empty() {
+            format!("resource \"{}\"", attrs.resource)
+        } else {
+            format!("resource \"{}/{}\"", attrs.resource, attrs.subresource)
+        };
+        let scope = if attrs.namespace.is_empty() {
+            "at the cluster scope".to_owned()
+        } else {
+            format!("in the namespace \"{}\"", attrs.namespace)
+        };
+        let target = if attrs.name.is_empty() {
+            attrs.resource.clone()
+        } else {
+            format!("{} \"{}\"", attrs.resource, attrs.name)
+        };
+        Err(ApiError::forbidden(format!(
+            "{target} is forbidden: User \"{}\" cannot {} {resource} in API group \"{}\" {scope}",
+            user.username, attrs.verb, attrs.group
+        ))
+        .with_details(json!({"name": attrs.name, "group": attrs.group, "kind": attrs.resource})))
+    }
+
+    /// Answers a TokenReview: fills in `status`.
+    pub fn token_review(&self, mut review: Value) -> Value {
+        let token = review
+            .pointer("/spec/token")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let status = match self.tokens.get(token) {
+            Some(u) => {
+                json!({"authenticated": true, "user": {"username": u.username, "uid": u.uid, "groups": u.groups}})
+            }
+            None => json!({"authenticated": false, "error": "invalid bearer token"}),
+        };
+        review["status"] = status;
+        review
+    }
+
+    /// Answers a SubjectAccessReview (or, with `requester`, a SelfSubjectAccessReview).
+    pub fn access_review(&self, mut review: Value, requester: Option<&UserInfo>) -> Value {
+        let spec = review.get("spec").cloned().unwrap_or(Value::Null);
+        let user = match requester {
+            Some(u) => u.clone(),
+            None => UserInfo {
+                username: spec
+                    .get("user")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned(),
+                uid: spec
+                    .get("uid")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned(),
+                groups: spec
+                    .get("groups")
+                    .and_then(Value::as_array)
+                    .map(|g| {
+                        g.iter()
+                            .filter_map(|x| x.as_str().map(str::to_owned))
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+            },
+        };
+        let ra = spec
+            .get("resourceAttributes")
+            .cloned()
+            .unwrap_or(Value::Null);
+        let s = |k: &str| {
+            ra.get(k)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned()
+        };
+        let attrs = Attributes {
+            verb: s("verb"),
+            group: s("group"),
+            resource: s("resource"),
+            subresource: s("subresource"),
+            namespace: s("namespace"),
+            name: s("name"),
+        };
+        let allowed = !ra.is_null() && self.allowed(&user, &attrs);
+        let reason = if allowed {
+            "allowed by the sim's permission table"
+        } else {
+            "no rule in the sim's permission table allows it"
+        };
+        review["status"] = json!({"allowed": allowed, "reason": reason});
+        review
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn auth() -> Auth {
+        let mut tokens = HashMap::new();
+        tokens.insert(
+            "t1".to_string(),
+            UserInfo {
+                username: "alice".into(),
+                uid: "u1".into(),
+                groups: vec!["ops".into()],
+            },
+        );
+        Auth {
+            tokens,
+            rules: vec![Rule {
+                subjects: vec!["group:ops".into()],
+                verbs: vec!["get".into(), "list".into()],
+                api_groups: vec!["".into()],
+                resources: vec!["pods".into()],
+                namespaces: vec!["default".into()],
+            }],
+        }
+    }
+
+    #[test]
+    fn bearer_tokens_authenticate() {
+        let a = auth();
+        let mut h = HeaderMap::new();
+        assert_eq!(a.authenticate(&h).unwrap_err().code, 401);
+        h.insert(header::AUTHORIZATION, "Bearer t1".parse().unwrap());
+        assert_eq!(a.authenticate(&h).unwrap().unwrap().username, "alice");
+        h.insert(header::AUTHORIZATION, "Bearer nope".parse().unwrap());
+        assert_eq!(a.authenticate(&h).unwrap_err().code, 401);
+    }
+
+    #[test]
+    fn rules_grant_by_group_verb_resource_and_namespace() {
+        let a = auth();
+        let alice = a.tokens["t1"].clone();
+        let attrs = |verb: &str, ns: &str| Attributes {
+            verb: verb.into(),
+            resource: "pods".into(),
+            namespace: ns.into(),
+            ..Default::default()
+        };
+        assert!(a.allowed(&alice, &attrs("list", "default")));
+        assert!(!a.allowed(&alice, &attrs("delete", "default")));
+        assert!(!a.allowed(&alice, &attrs("list", "other")));
+        let err = a
+            .authorize(Some(&alice), &attrs("delete", "default"))
+            .unwrap_err();
+        assert_eq!(err.code, 403);
+        assert!(
+            err.message
+                .contains("User \"alice\" cannot delete resource \"pods\""),
+            "{}",
+            err.message
+        );
+    }
+
+    #[test]
+    fn reviews_answer_from_the_table() {
+        let a = auth();
+        let tr = a.token_review(json!({"spec": {"token": "t1"}}));
+        assert_eq!(tr["status"]["user"]["username"], "alice");
+        let sar = a.access_review(
+            json!({"spec": {"user": "bob", "groups": ["ops"], "resourceAttributes": {"verb": "get", "resource": "pods", "namespace": "default"}}}),
+            None,
+        );
+        assert_eq!(sar["status"]["allowed"], true);
+    }
+}

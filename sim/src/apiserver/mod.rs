@@ -1,0 +1,361 @@
+//! The API server: routing, content negotiation and the verbs, over the [`Store`].
+//!
+//! Everything is served by one fallback handler that routes the path itself (as kube-apiserver's
+//! RequestInfoFactory does), because the set of resources changes at run time with CRDs.
+
+pub mod auth;
+pub mod crd;
+pub mod discovery;
+pub mod error;
+pub mod gc;
+pub mod handlers;
+pub mod lifecycle;
+pub mod openapi;
+pub mod patch;
+pub mod request;
+pub mod schema;
+pub mod subresources;
+pub mod table;
+pub mod typed;
+pub mod watch;
+
+use std::collections::HashMap;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use parking_lot::{Mutex, RwLock};
+use serde_json::Value;
+
+use crate::registry::Registry;
+use crate::store::Store;
+use error::{ApiError, ApiResult};
+use request::Route;
+
+/// Server settings.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// Events kept per resource for watch resumption; older resourceVersions get 410 Gone.
+    pub history_capacity: usize,
+    /// Events buffered per watcher; a watcher further behind is closed (its client re-watches).
+    pub watch_buffer: usize,
+    /// How often a watch that asked for bookmarks gets one.
+    pub bookmark_interval: Duration,
+    /// Largest request body accepted.
+    pub max_body_bytes: usize,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            history_capacity: 10_000,
+            watch_buffer: 8_192,
+            bookmark_interval: Duration::from_secs(10),
+            max_body_bytes: 8 << 20,
+        }
+    }
+}
+
+/// The shared server state.
+#[derive(Debug)]
+pub struct Server {
+    /// All objects.
+    pub store: Store,
+    /// Served resources; CRDs change it at run time.
+    pub registry: RwLock<Registry>,
+    /// Tokens and permissions.
+    pub auth: auth::Auth,
+    /// Settings.
+    pub config: ServerConfig,
+    /// The address clients reach us at (for discovery's serverAddressByClientCIDRs).
+    pub address: OnceLock<String>,
+    gc: gc::GcQueue,
+    openapi_cache: Mutex<HashMap<(String, String), (u64, Arc<Bytes>)>>,
+    registry_generation: std::sync::atomic::AtomicU64,
+}
+
+impl Server {
+    /// Returns a server with the built-in kinds and the namespaces every cluster has, and starts
+    /// its garbage collector on the current tokio runtime.
+    pub fn new(config: ServerConfig, auth: auth::Auth) -> Arc<Self> {
+        let (gc, gc_rx) = gc::GcQueue::new();
+        let server = Arc::new(Self {
+            store: Store::new(config.history_capacity, config.watch_buffer),
+            registry: RwLock::new(Registry::with_builtins()),
+            auth,
+            config,
+            address: OnceLock::new(),
+            gc,
+            openapi_cache: Mutex::new(HashMap::new()),
+            registry_generation: std::sync::atomic::AtomicU64::new(0),
+        });
+        for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
+            let obj = serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
+            if let Err(e) = handlers::create_object(
+                &server,
+                "",
+                "v1",
+                "namespaces",
+                None,
+                obj,
+                &handlers::WriteOptions::internal(),
+            ) {
+                tracing::error!(namespace = ns, error = %e.message, "cannot create a built-in namespace");
+            }
+        }
+        gc::spawn(Arc::downgrade(&server), gc_rx);
+        server
+    }
+
+    /// Returns the axum router serving the whole API.
+    pub fn router(self: &Arc<Self>) -> Router {
+        Router::new().fallback(dispatch).with_state(self.clone())
+    }
+
+    /// Notes that the set of served resources changed (OpenAPI documents must be rebuilt).
+    pub fn registry_changed(&self) {
+        self.registry_generation
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn registry_generation(&self) -> u64 {
+        self.registry_generation
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+/// Returns a JSON response with the given status.
+pub fn json_response(code: StatusCode, body: impl Into<Body>) -> Response {
+    let mut resp = Response::new(body.into());
+    *resp.status_mut() = code;
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    resp
+}
+
+fn value_response(code: StatusCode, v: &Value) -> Response {
+    json_response(code, v.to_string())
+}
+
+async fn dispatch(State(server): State<Arc<Server>>, req: Request) -> Response {
+    let (parts, body) = req.into_parts();
+    let path = parts.uri.path().to_owned();
+    let query: HashMap<String, String> = parts
+        .uri
+        .query()
+        .map(|q| url_decode_pairs(q).into_iter().collect())
+        .unwrap_or_default();
+    let user = match server.auth.authenticate(&parts.headers) {
+        Ok(u) => u,
+        Err(e) => return e.into_response(),
+    };
+    let body = match axum::body::to_bytes(body, server.config.max_body_bytes).await {
+        Ok(b) => b,
+        Err(_) => {
+            return ApiError::new(
+                413,
+                "RequestEntityTooLarge",
+                "the request body is too large",
+            )
+            .into_response();
+        }
+    };
+    let ctx = handlers::RequestCtx {
+        method: parts.method.clone(),
+        query,
+        headers: parts.headers,
+        body,
+        user,
+    };
+    let started = std::time::Instant::now();
+    let result = route_request(&server, &path, ctx).await;
+    let resp = result.unwrap_or_else(IntoResponse::into_response);
+    tracing::debug!(method = %parts.method, path, status = resp.status().as_u16(), elapsed_us = started.elapsed().as_micros() as u64, "request");
+    resp
+}
+
+async fn route_request(
+    server: &Arc<Server>,
+    path: &str,
+    ctx: handlers::RequestCtx,
+) -> ApiResult<Response> {
+    let route = request::route(path);
+    if !matches!(route, Route::Resource(_)) && ctx.method != Method::GET {
+        return Err(ApiError::method_not_allowed(ctx.method.as_str(), path));
+    }
+    let format = discovery::DiscoveryFormat::from_accept(accept(&ctx.headers));
+    let discovery_response = |v: Value| {
+        let mut r = value_response(StatusCode::OK, &v);
+        if let Ok(ct) = HeaderValue::from_str(&format.content_type()) {
+            r.headers_mut().insert(header::CONTENT_TYPE, ct);
+        }
+        r
+    };
+    match route {
+        Route::Version => Ok(value_response(StatusCode::OK, &version())),
+        Route::Health => Ok((StatusCode::OK, "ok").into_response()),
+        Route::CoreVersions => {
+            let reg = server.registry.read();
+            Ok(match format {
+                discovery::DiscoveryFormat::Aggregated(v) => {
+                    discovery_response(discovery::aggregated(&reg, true, v))
+                }
+                discovery::DiscoveryFormat::Legacy => value_response(
+                    StatusCode::OK,
+                    &discovery::core_versions(server.address.get().map_or("", String::as_str)),
+                ),
+            })
+        }
+        Route::Groups => {
+            let reg = server.registry.read();
+            Ok(match format {
+                discovery::DiscoveryFormat::Aggregated(v) => {
+                    discovery_response(discovery::aggregated(&reg, false, v))
+                }
+                discovery::DiscoveryFormat::Legacy => {
+                    value_response(StatusCode::OK, &discovery::group_list(&reg))
+                }
+            })
+        }
+        Route::Group(g) => discovery::group(&server.registry.read(), &g)
+            .map(|v| value_response(StatusCode::OK, &v))
+            .ok_or_else(|| ApiError::no_route(path)),
+        Route::GroupVersion(g, v) => discovery::resource_list(&server.registry.read(), &g, &v)
+            .map(|v| value_response(StatusCode::OK, &v))
+            .ok_or_else(|| ApiError::no_route(path)),
+        Route::OpenApiIndex => Ok(value_response(StatusCode::OK, &openapi_index(server))),
+        Route::OpenApiGroupVersion(g, v) => {
+            let doc = openapi_document(server, &g, &v).ok_or_else(|| ApiError::no_route(path))?;
+            Ok(json_response(StatusCode::OK, Bytes::clone(&doc)))
+        }
+        Route::Resource(rp) => handlers::resource(server, rp, ctx).await,
+        Route::Unknown => Err(ApiError::no_route(path)),
+    }
+}
+
+/// Returns the Accept header, or empty.
+pub fn accept(headers: &HeaderMap) -> &str {
+    headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+}
+
+fn version() -> Value {
+    serde_json::json!({
+        "major": "1", "minor": "33", "gitVersion": "v1.33.0-telemesh-sim",
+        "gitCommit": "0000000000000000000000000000000000000000", "gitTreeState": "clean",
+        "buildDate": "2026-01-01T00:00:00Z", "goVersion": "go1.24", "compiler": "gc",
+        "platform": "linux/amd64"
+    })
+}
+
+fn gv_path(group: &str, version: &str) -> String {
+    if group.is_empty() {
+        format!("api/{version}")
+    } else {
+        format!("apis/{group}/{version}")
+    }
+}
+
+fn openapi_index(server: &Arc<Server>) -> Value {
+    let generation = server.registry_generation();
+    let groups = server.registry.read().groups();
+    let entries: Vec<(String, String)> = groups
+        .iter()
+        .flat_map(|(g, vs)| {
+            vs.iter()
+                .map(move |v| (gv_path(g, v), format!("{generation:016X}")))
+        })
+        .collect();
+    openapi::v3_index(&entries)
+}
+
+fn openapi_document(server: &Arc<Server>, group: &str, version: &str) -> Option<Arc<Bytes>> {
+    let generation = server.registry_generation();
+    let key = (group.to_owned(), version.to_owned());
+    if let Some((g, doc)) = server.openapi_cache.lock().get(&key)
+        && *g == generation
+    {
+        return Some(doc.clone());
+    }
+    let infos: Vec<table::ResourceInfo> = server
+        .registry
+        .read()
+        .resources(group, version)
+        .iter()
+        .map(|d| handlers::resource_info(d))
+        .collect();
+    if infos.is_empty() {
+        return None;
+    }
+    let doc = Arc::new(Bytes::from(openapi::v3_group_version(&infos).to_string()));
+    server
+        .openapi_cache
+        .lock()
+        .insert(key, (generation, doc.clone()));
+    Some(doc)
+}
+
+/// Decodes `a=b&c=d` query strings (percent- and plus-decoding).
+pub fn url_decode_pairs(q: &str) -> Vec<(String, String)> {
+    q.split('&')
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            let (k, v) = p.split_once('=').unwrap_or((p, ""));
+            (percent_decode(k), percent_decode(v))
+        })
+        .collect()
+}
+
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'+' => out.push(b' '),
+            b'%' if i + 2 < bytes.len() => {
+                let hex = std::str::from_utf8(&bytes[i + 1..i + 3])
+                    .ok()
+                    .and_then(|h| u8::from_str_radix(h, 16).ok());
+                match hex {
+                    Some(b) => {
+                        out.push(b);
+                        i += 2;
+                    }
+                    None => out.push(b'%'),
+                }
+            }
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn query_strings_are_decoded() {
+        let pairs = url_decode_pairs("labelSelector=app%3Dweb%2Ctier+in+(a)&watch=1&x=%");
+        assert_eq!(
+            pairs[0],
+            (
+                "labelSelector".to_string(),
+                "app=web,tier in (a)".to_string()
+            )
+        );
+        assert_eq!(pairs[1], ("watch".to_string(), "1".to_string()));
+        assert_eq!(pairs[2], ("x".to_string(), "%".to_string()));
+    }
+}

@@ -1,0 +1,147 @@
+//! `telemesh-sim`: run the in-memory Kubernetes API server.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Parser;
+use telemesh_core::cli::CommonArgs;
+use telemesh_sim::{Auth, Sim, SimConfig, UserInfo};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "telemesh-sim",
+    version,
+    about = "A Kubernetes API server in memory, for tests and the local dev cluster"
+)]
+struct Cli {
+    #[command(flatten)]
+    common: CommonArgs,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum Command {
+    /// Serve the API alone until interrupted.
+    Serve(ServeArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct ServeArgs {
+    /// Address to listen on (loopback; port 0 picks a free port).
+    #[arg(long, env = "TELEMESH_SIM_LISTEN", default_value = "127.0.0.1:6443")]
+    listen: SocketAddr,
+    /// Where to write the kubeconfig, once the server answers.
+    #[arg(
+        long,
+        env = "TELEMESH_SIM_KUBECONFIG_OUT",
+        default_value = "target/sim/kubeconfig"
+    )]
+    kubeconfig_out: PathBuf,
+    /// Simulated Node objects to create at start.
+    #[arg(long, env = "TELEMESH_SIM_NODES", default_value_t = 0)]
+    nodes: usize,
+    /// Serve HTTPS with a generated self-signed certificate.
+    #[arg(long, env = "TELEMESH_SIM_TLS")]
+    tls: bool,
+    /// Require this bearer token (it is written into the kubeconfig).
+    #[arg(long, env = "TELEMESH_SIM_TOKEN")]
+    token: Option<String>,
+    /// How often watches that asked for bookmarks get one.
+    #[arg(long, env = "TELEMESH_SIM_BOOKMARK_INTERVAL", default_value = "10s", value_parser = parse_duration)]
+    bookmark_interval: Duration,
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let (num, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("{s:?} is not a duration like 500ms, 10s or 2m"))?;
+    match unit {
+        "ms" => Ok(Duration::from_millis(n)),
+        "s" | "" => Ok(Duration::from_secs(n)),
+        "m" => Ok(Duration::from_secs(n * 60)),
+        _ => Err(format!("{s:?} is not a duration like 500ms, 10s or 2m")),
+    }
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    telemesh_core::telemetry::init(cli.common.log_format, "info");
+    let Command::Serve(args) = cli.command;
+    match serve(args).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!(error = format!("{e:#}"), "telemesh-sim stopped");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    use anyhow::Context as _;
+    let mut auth = Auth::default();
+    if let Some(t) = &args.token {
+        auth.tokens.insert(
+            t.clone(),
+            UserInfo {
+                username: "admin".into(),
+                uid: "admin".into(),
+                groups: vec!["system:masters".into()],
+            },
+        );
+    }
+    let mut config = SimConfig {
+        listen: args.listen,
+        tls: args.tls,
+        auth,
+        kubeconfig_token: args.token.clone(),
+        ..Default::default()
+    };
+    config.server.bookmark_interval = args.bookmark_interval;
+    let sim = Sim::start(config).await?;
+    telemesh_sim::nodes::create_nodes(&sim.server, args.nodes)
+        .map_err(|e| anyhow::anyhow!(e.message))
+        .context("creating nodes")?;
+    // Written only once the server answers a real request through the kubeconfig.
+    let client = sim.client().await?;
+    let version = client
+        .apiserver_version()
+        .await
+        .context("the sim does not answer its own kubeconfig")?;
+    sim.write_kubeconfig(&args.kubeconfig_out)
+        .with_context(|| {
+            format!(
+                "writing the kubeconfig to {}",
+                args.kubeconfig_out.display()
+            )
+        })?;
+    tracing::info!(url = sim.url(), kubeconfig = %args.kubeconfig_out.display(), version = %version.git_version, nodes = args.nodes, "sim ready");
+    tokio::signal::ctrl_c()
+        .await
+        .context("waiting for Ctrl-C")?;
+    tracing::info!("interrupted; stopping");
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory as _;
+
+    use super::*;
+
+    #[test]
+    fn cli_definition_is_valid() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn durations_parse() {
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert!(parse_duration("x").is_err());
+    }
+}

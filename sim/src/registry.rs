@@ -1,0 +1,567 @@
+//! The resource registry: which kinds the server serves, under which paths, with which verbs,
+//! subresources and selectable fields. Built-in kinds come from a static table; custom
+//! resources are added and removed as CustomResourceDefinitions come and go.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use serde_json::Value;
+
+/// Identifies the stored collection of one resource, whatever version it is served in.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ResourceId {
+    /// API group; empty for the core group.
+    pub group: String,
+    /// Plural resource name, as in URLs (`pods`).
+    pub plural: String,
+}
+
+impl ResourceId {
+    /// Returns the id of `plural` in `group`.
+    pub fn new(group: &str, plural: &str) -> Self {
+        Self {
+            group: group.to_owned(),
+            plural: plural.to_owned(),
+        }
+    }
+
+    /// Returns the `plural.group` form the API server uses in messages (`deployments.apps`).
+    pub fn qualified(&self) -> String {
+        if self.group.is_empty() {
+            self.plural.clone()
+        } else {
+            format!("{}.{}", self.plural, self.group)
+        }
+    }
+}
+
+/// The scale subresource's paths into the object (apps kinds use the fixed `spec.replicas`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScalePaths {
+    /// JSON path of the desired replica count, e.g. `.spec.replicas`.
+    pub spec_replicas: String,
+    /// JSON path of the observed replica count, e.g. `.status.replicas`.
+    pub status_replicas: String,
+    /// JSON path of the label selector string, if any.
+    pub label_selector: Option<String>,
+}
+
+/// Everything the server needs to serve one resource in one version.
+#[derive(Debug, Clone)]
+pub struct ResourceDef {
+    /// Group, empty for core.
+    pub group: String,
+    /// Served version.
+    pub version: String,
+    /// Kind of the objects.
+    pub kind: String,
+    /// Plural name, used in URLs.
+    pub plural: String,
+    /// Singular name, lowercase kind.
+    pub singular: String,
+    /// Short names (`po`, `deploy`).
+    pub short_names: Vec<String>,
+    /// Categories (`all`).
+    pub categories: Vec<String>,
+    /// Whether objects live in namespaces.
+    pub namespaced: bool,
+    /// Whether the status subresource exists (status is then ignored by main-resource writes).
+    pub status: bool,
+    /// Scale subresource, if any.
+    pub scale: Option<ScalePaths>,
+    /// Whether the resource is create-only (reviews: TokenReview, SubjectAccessReview).
+    pub create_only: bool,
+    /// Extra field selectors beyond metadata.name and metadata.namespace, with the JSON path
+    /// each reads (`spec.nodeName` reads `/spec/nodeName`).
+    pub selectable_fields: Vec<String>,
+    /// The storage version of this resource (conversion between versions is None: only
+    /// apiVersion changes, as with a CRD's `conversion: None` strategy).
+    pub storage_version: String,
+    /// For custom resources: the served CRD version (printer columns, schema).
+    pub crd: Option<Arc<CrdVersion>>,
+}
+
+/// What a CRD version contributes beyond names: its schema and printer columns.
+#[derive(Debug)]
+pub struct CrdVersion {
+    /// The version's openAPIV3Schema, if given.
+    pub schema: Option<Value>,
+    /// Compiled schema used to prune, default and validate objects.
+    pub compiled: Option<crate::apiserver::schema::CompiledSchema>,
+    /// additionalPrinterColumns as given.
+    pub printer_columns: Vec<Value>,
+}
+
+impl ResourceDef {
+    /// Returns the stored-collection id.
+    pub fn id(&self) -> ResourceId {
+        ResourceId::new(&self.group, &self.plural)
+    }
+
+    /// Returns `group/version`, or just the version for the core group.
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.clone()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+
+    /// Returns the verbs served on the main resource, as discovery lists them.
+    pub fn verbs(&self) -> Vec<&'static str> {
+        if self.create_only {
+            return vec!["create"];
+        }
+        vec![
+            "create",
+            "delete",
+            "deletecollection",
+            "get",
+            "list",
+            "patch",
+            "update",
+            "watch",
+        ]
+    }
+
+    /// Returns the subresource names this resource serves.
+    pub fn subresources(&self) -> Vec<&'static str> {
+        let mut subs = Vec::new();
+        if self.status {
+            subs.push("status");
+        }
+        if self.scale.is_some() {
+            subs.push("scale");
+        }
+        if self.group.is_empty() && self.plural == "pods" {
+            subs.push("binding");
+            subs.push("eviction");
+        }
+        subs
+    }
+
+    /// Returns true for a resource backed by a CRD.
+    pub fn is_custom(&self) -> bool {
+        self.crd.is_some()
+    }
+
+    /// Returns whether a field selector on `field` is supported.
+    pub fn supports_field(&self, field: &str) -> bool {
+        field == "metadata.name"
+            || (self.namespaced && field == "metadata.namespace")
+            || self.selectable_fields.iter().any(|f| f == field)
+    }
+}
+
+struct Builtin {
+    group: &'static str,
+    version: &'static str,
+    kind: &'static str,
+    plural: &'static str,
+    short: &'static [&'static str],
+    namespaced: bool,
+    status: bool,
+    scale: bool,
+    fields: &'static [&'static str],
+}
+
+const fn b(
+    group: &'static str,
+    version: &'static str,
+    kind: &'static str,
+    plural: &'static str,
+    short: &'static [&'static str],
+    namespaced: bool,
+    status: bool,
+) -> Builtin {
+    Builtin {
+        group,
+        version,
+        kind,
+        plural,
+        short,
+        namespaced,
+        status,
+        scale: false,
+        fields: &[],
+    }
+}
+
+/// The built-in kinds, as a v1.33 API server serves them (only those Telemesh and its tests use).
+const BUILTINS: &[Builtin] = &[
+    Builtin {
+        fields: &["status.phase"],
+        ..b("", "v1", "Namespace", "namespaces", &["ns"], false, true)
+    },
+    Builtin {
+        fields: &["spec.unschedulable"],
+        ..b("", "v1", "Node", "nodes", &["no"], false, true)
+    },
+    Builtin {
+        fields: &[
+            "spec.nodeName",
+            "spec.restartPolicy",
+            "spec.schedulerName",
+            "spec.serviceAccountName",
+            "spec.hostNetwork",
+            "status.phase",
+            "status.podIP",
+            "status.nominatedNodeName",
+        ],
+        ..b("", "v1", "Pod", "pods", &["po"], true, true)
+    },
+    Builtin {
+        fields: &[
+            "involvedObject.kind",
+            "involvedObject.namespace",
+            "involvedObject.name",
+            "involvedObject.uid",
+            "involvedObject.apiVersion",
+            "involvedObject.resourceVersion",
+            "involvedObject.fieldPath",
+            "reason",
+            "reportingComponent",
+            "source",
+            "type",
+        ],
+        ..b("", "v1", "Event", "events", &["ev"], true, false)
+    },
+    b("", "v1", "ConfigMap", "configmaps", &["cm"], true, false),
+    Builtin {
+        fields: &["type"],
+        ..b("", "v1", "Secret", "secrets", &[], true, false)
+    },
+    b("", "v1", "Service", "services", &["svc"], true, true),
+    b(
+        "",
+        "v1",
+        "PersistentVolumeClaim",
+        "persistentvolumeclaims",
+        &["pvc"],
+        true,
+        true,
+    ),
+    b(
+        "",
+        "v1",
+        "ServiceAccount",
+        "serviceaccounts",
+        &["sa"],
+        true,
+        false,
+    ),
+    b(
+        "events.k8s.io",
+        "v1",
+        "Event",
+        "events",
+        &["ev"],
+        true,
+        false,
+    ),
+    Builtin {
+        scale: true,
+        ..b(
+            "apps",
+            "v1",
+            "Deployment",
+            "deployments",
+            &["deploy"],
+            true,
+            true,
+        )
+    },
+    Builtin {
+        scale: true,
+        fields: &["status.replicas"],
+        ..b(
+            "apps",
+            "v1",
+            "ReplicaSet",
+            "replicasets",
+            &["rs"],
+            true,
+            true,
+        )
+    },
+    Builtin {
+        scale: true,
+        ..b(
+            "apps",
+            "v1",
+            "StatefulSet",
+            "statefulsets",
+            &["sts"],
+            true,
+            true,
+        )
+    },
+    b("apps", "v1", "DaemonSet", "daemonsets", &["ds"], true, true),
+    Builtin {
+        fields: &["status.successful"],
+        ..b("batch", "v1", "Job", "jobs", &[], true, true)
+    },
+    b(
+        "coordination.k8s.io",
+        "v1",
+        "Lease",
+        "leases",
+        &[],
+        true,
+        false,
+    ),
+    b(
+        "scheduling.k8s.io",
+        "v1",
+        "PriorityClass",
+        "priorityclasses",
+        &["pc"],
+        false,
+        false,
+    ),
+    b(
+        "policy",
+        "v1",
+        "PodDisruptionBudget",
+        "poddisruptionbudgets",
+        &["pdb"],
+        true,
+        true,
+    ),
+    b(
+        "apiextensions.k8s.io",
+        "v1",
+        "CustomResourceDefinition",
+        "customresourcedefinitions",
+        &["crd", "crds"],
+        false,
+        true,
+    ),
+    b(
+        "authentication.k8s.io",
+        "v1",
+        "TokenReview",
+        "tokenreviews",
+        &[],
+        false,
+        false,
+    ),
+    b(
+        "authorization.k8s.io",
+        "v1",
+        "SubjectAccessReview",
+        "subjectaccessreviews",
+        &[],
+        false,
+        false,
+    ),
+    b(
+        "authorization.k8s.io",
+        "v1",
+        "SelfSubjectAccessReview",
+        "selfsubjectaccessreviews",
+        &[],
+        false,
+        false,
+    ),
+];
+
+/// Kinds that `kubectl get all` shows.
+const CATEGORY_ALL: &[&str] = &[
+    "pods",
+    "services",
+    "deployments",
+    "replicasets",
+    "statefulsets",
+    "daemonsets",
+    "jobs",
+];
+
+/// All served resources, keyed by (group, version, plural).
+#[derive(Debug, Clone, Default)]
+pub struct Registry {
+    by_path: HashMap<(String, String, String), Arc<ResourceDef>>,
+    /// Group → versions in preference order (first is preferred).
+    groups: Vec<(String, Vec<String>)>,
+}
+
+impl Registry {
+    /// Returns a registry holding the built-in kinds.
+    pub fn with_builtins() -> Self {
+        let mut reg = Registry::default();
+        for bi in BUILTINS {
+            let create_only =
+                bi.group.starts_with("authentication.") || bi.group.starts_with("authorization.");
+            reg.insert(ResourceDef {
+                group: bi.group.into(),
+                version: bi.version.into(),
+                kind: bi.kind.into(),
+                plural: bi.plural.into(),
+                singular: bi.kind.to_ascii_lowercase(),
+                short_names: bi.short.iter().map(|s| (*s).to_owned()).collect(),
+                categories: if CATEGORY_ALL.contains(&bi.plural) {
+                    vec!["all".into()]
+                } else {
+                    vec![]
+                },
+                namespaced: bi.namespaced,
+                status: bi.status,
+                scale: bi.scale.then(|| ScalePaths {
+                    spec_replicas: ".spec.replicas".into(),
+                    status_replicas: ".status.replicas".into(),
+                    label_selector: None,
+                }),
+                create_only,
+                selectable_fields: bi.fields.iter().map(|s| (*s).to_owned()).collect(),
+                storage_version: bi.version.into(),
+                crd: None,
+            });
+        }
+        reg
+    }
+
+    /// Adds (or replaces) a served resource version.
+    pub fn insert(&mut self, def: ResourceDef) {
+        let key = (def.group.clone(), def.version.clone(), def.plural.clone());
+        match self.groups.iter_mut().find(|(g, _)| *g == def.group) {
+            Some((_, versions)) => {
+                if !versions.contains(&def.version) {
+                    versions.push(def.version.clone());
+                    sort_versions(versions);
+                }
+            }
+            None => self
+                .groups
+                .push((def.group.clone(), vec![def.version.clone()])),
+        }
+        self.by_path.insert(key, Arc::new(def));
+    }
+
+    /// Removes every version of a resource; drops groups and versions left empty.
+    pub fn remove_resource(&mut self, group: &str, plural: &str) {
+        self.by_path
+            .retain(|(g, _, p), _| !(g == group && p == plural));
+        let by_path = &self.by_path;
+        for (g, versions) in &mut self.groups {
+            versions.retain(|v| by_path.keys().any(|(kg, kv, _)| kg == g && kv == v));
+        }
+        self.groups.retain(|(_, v)| !v.is_empty());
+    }
+
+    /// Looks up a resource by its URL coordinates.
+    pub fn get(&self, group: &str, version: &str, plural: &str) -> Option<Arc<ResourceDef>> {
+        self.by_path
+            .get(&(group.to_owned(), version.to_owned(), plural.to_owned()))
+            .cloned()
+    }
+
+    /// Looks up a resource by group, version and kind.
+    pub fn by_kind(&self, group: &str, version: &str, kind: &str) -> Option<Arc<ResourceDef>> {
+        self.by_path
+            .values()
+            .find(|d| d.group == group && d.version == version && d.kind == kind)
+            .cloned()
+    }
+
+    /// Returns the resource in its storage version, by collection id.
+    pub fn storage_def(&self, id: &ResourceId) -> Option<Arc<ResourceDef>> {
+        self.by_path
+            .values()
+            .find(|d| {
+                d.group == id.group && d.plural == id.plural && d.version == d.storage_version
+            })
+            .cloned()
+    }
+
+    /// Returns the groups with their versions, preferred version first; the core group first.
+    pub fn groups(&self) -> Vec<(String, Vec<String>)> {
+        let mut groups = self.groups.clone();
+        groups.sort_by_key(|(g, _)| (!g.is_empty(), builtin_group_rank(g), g.clone()));
+        groups
+    }
+
+    /// Returns the resources served in one group version, sorted by plural name.
+    pub fn resources(&self, group: &str, version: &str) -> Vec<Arc<ResourceDef>> {
+        let mut defs: Vec<_> = self
+            .by_path
+            .values()
+            .filter(|d| d.group == group && d.version == version)
+            .cloned()
+            .collect();
+        defs.sort_by(|a, b| a.plural.cmp(&b.plural));
+        defs
+    }
+}
+
+fn builtin_group_rank(group: &str) -> usize {
+    BUILTINS
+        .iter()
+        .position(|b| b.group == group)
+        .unwrap_or(BUILTINS.len())
+}
+
+/// Sorts versions as Kubernetes prefers them: GA before beta before alpha, higher first
+/// (v2 > v1 > v1beta2 > v1beta1 > v1alpha1 > anything else).
+pub fn sort_versions(versions: &mut [String]) {
+    versions.sort_by_key(|v| std::cmp::Reverse(version_priority(v)));
+}
+
+fn version_priority(v: &str) -> (u8, u64, u64) {
+    let Some(rest) = v.strip_prefix('v') else {
+        return (0, 0, 0);
+    };
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    let Ok(major) = digits.parse::<u64>() else {
+        return (0, 0, 0);
+    };
+    let tail = &rest[digits.len()..];
+    if tail.is_empty() {
+        return (3, major, 0);
+    }
+    let (stage, n) = if let Some(n) = tail.strip_prefix("beta") {
+        (2, n)
+    } else if let Some(n) = tail.strip_prefix("alpha") {
+        (1, n)
+    } else {
+        return (0, 0, 0);
+    };
+    match n.parse::<u64>() {
+        Ok(minor) => (stage, major, minor),
+        Err(_) => (0, 0, 0),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_sort_by_stability_then_number() {
+        let mut v: Vec<String> = ["v1alpha1", "v1beta1", "v1", "v2", "v1beta2", "foo"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        sort_versions(&mut v);
+        assert_eq!(v, ["v2", "v1", "v1beta2", "v1beta1", "v1alpha1", "foo"]);
+    }
+
+    #[test]
+    fn builtins_are_served_with_subresources() {
+        let reg = Registry::with_builtins();
+        let pods = reg.get("", "v1", "pods").expect("pods served");
+        assert_eq!(pods.subresources(), ["status", "binding", "eviction"]);
+        let deploy = reg
+            .get("apps", "v1", "deployments")
+            .expect("deployments served");
+        assert_eq!(deploy.subresources(), ["status", "scale"]);
+        assert!(reg.get("", "v1", "deployments").is_none());
+        assert_eq!(reg.groups()[0].0, "");
+    }
+
+    #[test]
+    fn removing_the_last_resource_drops_its_group() {
+        let mut reg = Registry::with_builtins();
+        reg.remove_resource("coordination.k8s.io", "leases");
+        assert!(reg.groups().iter().all(|(g, _)| g != "coordination.k8s.io"));
+    }
+}

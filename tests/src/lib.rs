@@ -1,0 +1,286 @@
+//! Test harness shared by the end-to-end tests: starting sim, running real clients against it
+//! (kubectl, the Python client) and waiting on predicates.
+
+use std::path::{Path, PathBuf};
+use std::process::{Output, Stdio};
+use std::time::Duration;
+
+use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader, Lines};
+use tokio::process::{Child, ChildStdout, Command};
+
+/// Polls `probe` until it returns `Some`, or panics naming `what` after `within`.
+pub async fn eventually<T, F, Fut>(what: &str, within: Duration, mut probe: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        if let Some(v) = probe().await {
+            return v;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out after {within:?} waiting for {what}"
+        );
+        // A poll interval, not a guess at timing.
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A running sim with its kubeconfig written to a private temporary directory.
+///
+/// The directory also serves as `HOME` and kubectl's cache directory for clients run against
+/// this sim, so nothing reads or writes the user's `~/.kube`.
+#[derive(Debug)]
+pub struct SimEnv {
+    /// The sim, served in-process on 127.0.0.1.
+    pub sim: telemesh_sim::Sim,
+    /// Where `sim`'s kubeconfig is.
+    pub kubeconfig: PathBuf,
+    dir: tempfile::TempDir,
+}
+
+impl SimEnv {
+    /// Starts a plain-HTTP sim with `nodes` Node objects (`sim-node-0..`).
+    pub async fn start(nodes: usize) -> Self {
+        Self::start_with(telemesh_sim::SimConfig::default(), nodes).await
+    }
+
+    /// Starts a sim from `config` with `nodes` Node objects and writes its kubeconfig.
+    pub async fn start_with(config: telemesh_sim::SimConfig, nodes: usize) -> Self {
+        let sim = telemesh_sim::Sim::start(config)
+            .await
+            .expect("starting sim");
+        telemesh_sim::nodes::create_nodes(&sim.server, nodes)
+            .unwrap_or_else(|e| panic!("creating {nodes} nodes: {}", e.message));
+        let dir = tempfile::tempdir().expect("creating a temporary directory");
+        let kubeconfig = dir.path().join("kubeconfig");
+        sim.write_kubeconfig(&kubeconfig)
+            .expect("writing the kubeconfig");
+        Self {
+            sim,
+            kubeconfig,
+            dir,
+        }
+    }
+
+    /// Returns the private temporary directory (kubeconfig, HOME, caches, manifests).
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Returns a kube client for the sim.
+    pub async fn client(&self) -> kube::Client {
+        self.sim
+            .client()
+            .await
+            .expect("building a kube client for sim")
+    }
+
+    /// Returns a kubectl runner using this sim's kubeconfig.
+    pub fn kubectl(&self) -> Kubectl {
+        Kubectl::new(&self.kubeconfig, self.dir.path())
+    }
+
+    /// Writes `contents` to `name` in the private directory and returns its path.
+    pub fn write_file(&self, name: &str, contents: &str) -> PathBuf {
+        let path = self.dir.path().join(name);
+        std::fs::write(&path, contents)
+            .unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
+        path
+    }
+}
+
+/// The kubectl binary the tests run: `$KUBECTL`, else `kubectl` on `PATH`.
+pub fn kubectl_binary() -> PathBuf {
+    std::env::var_os("KUBECTL").map_or_else(|| PathBuf::from("kubectl"), PathBuf::from)
+}
+
+/// Runs kubectl against one kubeconfig, isolated from the user's environment.
+#[derive(Debug, Clone)]
+pub struct Kubectl {
+    kubeconfig: PathBuf,
+    home: PathBuf,
+}
+
+/// How long one kubectl invocation may take before the test fails.
+pub const KUBECTL_TIMEOUT: Duration = Duration::from_secs(60);
+
+impl Kubectl {
+    /// Returns a runner for `kubeconfig`; `home` becomes kubectl's `HOME` and holds its cache.
+    pub fn new(kubeconfig: &Path, home: &Path) -> Self {
+        Self {
+            kubeconfig: kubeconfig.to_owned(),
+            home: home.to_owned(),
+        }
+    }
+
+    /// Returns a kubectl command with `args`, the kubeconfig and a private cache directory.
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(kubectl_binary());
+        cmd.arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .arg("--cache-dir")
+            .arg(self.home.join("kube-cache"))
+            .args(args)
+            .env_remove("KUBECONFIG")
+            .env("HOME", &self.home)
+            .stdin(Stdio::null())
+            .kill_on_drop(true);
+        cmd
+    }
+
+    /// Runs kubectl with `args` (and `stdin`, if any) and returns its output, whatever its exit
+    /// status. Panics if it does not finish within [`KUBECTL_TIMEOUT`].
+    pub async fn output(&self, args: &[&str], stdin: Option<&str>) -> Output {
+        let mut cmd = self.command(args);
+        cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+        if stdin.is_some() {
+            cmd.stdin(Stdio::piped());
+        }
+        let mut child = cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot run kubectl {args:?}: {e}"));
+        if let Some(input) = stdin {
+            let mut pipe = child.stdin.take().expect("kubectl stdin is piped");
+            pipe.write_all(input.as_bytes())
+                .await
+                .expect("writing kubectl's stdin");
+            drop(pipe);
+        }
+        tokio::time::timeout(KUBECTL_TIMEOUT, child.wait_with_output())
+            .await
+            .unwrap_or_else(|_| {
+                panic!("kubectl {args:?} did not finish within {KUBECTL_TIMEOUT:?}")
+            })
+            .expect("waiting for kubectl")
+    }
+
+    /// Runs kubectl with `args`, asserts it succeeded and returns its stdout.
+    pub async fn run(&self, args: &[&str]) -> String {
+        self.run_stdin(args, None).await
+    }
+
+    /// Runs kubectl with `args` and `stdin`, asserts it succeeded and returns its stdout.
+    pub async fn run_stdin(&self, args: &[&str], stdin: Option<&str>) -> String {
+        let out = self.output(args, stdin).await;
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            out.status.success(),
+            "kubectl {} failed ({}):\nstdout:\n{stdout}\nstderr:\n{}",
+            args.join(" "),
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        stdout
+    }
+
+    /// Runs kubectl with `args`, asserts it failed and returns its stderr.
+    pub async fn fail(&self, args: &[&str]) -> String {
+        let out = self.output(args, None).await;
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(
+            !out.status.success(),
+            "kubectl {} should have failed but succeeded:\nstdout:\n{}\nstderr:\n{stderr}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stdout)
+        );
+        stderr
+    }
+
+    /// Starts a long-running kubectl (e.g. `get -w`) whose stdout is read line by line.
+    pub fn spawn(&self, args: &[&str]) -> LineReader {
+        let mut child = self
+            .command(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot run kubectl {args:?}: {e}"));
+        let stdout = child.stdout.take().expect("kubectl stdout is piped");
+        LineReader {
+            child,
+            lines: BufReader::new(stdout).lines(),
+            seen: Vec::new(),
+        }
+    }
+}
+
+/// The stdout of a running process, read line by line with deadlines. Kills the process on drop.
+#[derive(Debug)]
+pub struct LineReader {
+    child: Child,
+    lines: Lines<BufReader<ChildStdout>>,
+    seen: Vec<String>,
+}
+
+impl LineReader {
+    /// Reads lines until one satisfies `pred` and returns it; panics, showing every line read and
+    /// the process's stderr, if none does within `within` or the output ends first.
+    pub async fn expect_line(
+        &mut self,
+        what: &str,
+        within: Duration,
+        pred: impl Fn(&str) -> bool,
+    ) -> String {
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            match tokio::time::timeout_at(deadline, self.lines.next_line()).await {
+                Ok(Ok(Some(line))) => {
+                    self.seen.push(line.clone());
+                    if pred(&line) {
+                        return line;
+                    }
+                }
+                Ok(Ok(None)) => self.fail(&format!("output ended before {what}")).await,
+                Ok(Err(e)) => {
+                    self.fail(&format!("reading output failed ({e}) before {what}"))
+                        .await
+                }
+                Err(_) => {
+                    self.fail(&format!("timed out after {within:?} waiting for {what}"))
+                        .await
+                }
+            }
+        }
+    }
+
+    /// Returns every line read so far.
+    pub fn seen(&self) -> &[String] {
+        &self.seen
+    }
+
+    async fn fail(&mut self, why: &str) -> ! {
+        let _ = self.child.start_kill();
+        let mut stderr = String::new();
+        if let Some(mut err) = self.child.stderr.take() {
+            use tokio::io::AsyncReadExt as _;
+            let _ =
+                tokio::time::timeout(Duration::from_secs(5), err.read_to_string(&mut stderr)).await;
+        }
+        panic!(
+            "{why}\nstdout so far:\n{}\nstderr:\n{stderr}",
+            self.seen.join("\n")
+        );
+    }
+}
+
+/// Splits a table row as kubectl prints it (columns separated by runs of spaces) into cells.
+pub fn cells(line: &str) -> Vec<&str> {
+    line.split_whitespace().collect()
+}
+
+/// Returns the first line of `table` whose first cell is `name` (or, with `-A`, whose second
+/// cell is), split into cells; panics showing the table if there is none.
+pub fn row<'a>(table: &'a str, name: &str) -> Vec<&'a str> {
+    table
+        .lines()
+        .map(cells)
+        .find(|c| c.first() == Some(&name) || c.get(1) == Some(&name))
+        .unwrap_or_else(|| panic!("no row for {name:?} in:\n{table}"))
+}
+
+/// Returns the header cells (first line) of a kubectl table.
+pub fn header(table: &str) -> Vec<&str> {
+    table.lines().next().map(cells).unwrap_or_default()
+}
