@@ -6,4 +6,7 @@
 //! This crate makes no Kubernetes API calls; the binaries do.
 
 pub mod cli;
+pub mod metric;
+pub mod pod;
 pub mod telemetry;
+pub mod testing;

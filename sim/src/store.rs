@@ -19,6 +19,9 @@ use tokio::sync::mpsc;
 use crate::registry::{ResourceDef, ResourceId};
 use crate::selectors::{FieldSelector, LabelSelector};
 
+/// A resource's objects in key order; cloning is O(1), so it doubles as a snapshot.
+pub type Objects = imbl::OrdMap<ObjKey, Arc<Stored>>;
+
 /// Key of an object within its resource: namespace (empty for cluster-scoped) and name.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ObjKey {
@@ -455,7 +458,7 @@ struct State {
 #[derive(Debug)]
 struct Inner {
     state: Mutex<State>,
-    snapshots: Mutex<VecDeque<(ResourceId, u64, imbl::OrdMap<ObjKey, Arc<Stored>>)>>,
+    snapshots: Mutex<VecDeque<(ResourceId, u64, Objects)>>,
 }
 
 /// The shared object store. Cheap to clone.

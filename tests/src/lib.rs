@@ -8,25 +8,7 @@ use std::time::Duration;
 use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader, Lines};
 use tokio::process::{Child, ChildStdout, Command};
 
-/// Polls `probe` until it returns `Some`, or panics naming `what` after `within`.
-pub async fn eventually<T, F, Fut>(what: &str, within: Duration, mut probe: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = tokio::time::Instant::now() + within;
-    loop {
-        if let Some(v) = probe().await {
-            return v;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out after {within:?} waiting for {what}"
-        );
-        // A poll interval, not a guess at timing.
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
+pub use telemesh_core::testing::eventually;
 
 /// A running sim with its kubeconfig written to a private temporary directory.
 ///

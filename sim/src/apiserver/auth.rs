@@ -104,7 +104,7 @@ impl Auth {
                 && any(&r.verbs, &attrs.verb)
                 && any(&r.api_groups, &attrs.group)
                 && any(&r.resources, &resource)
-                && (r.namespaces.is_empty() || r.namespaces.iter().any(|n| *n == attrs.namespace))
+                && (r.namespaces.is_empty() || r.namespaces.contains(&attrs.namespace))
         })
     }
 

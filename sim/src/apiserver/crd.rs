@@ -69,15 +69,12 @@ pub fn prepare(crd: &mut Value) -> ApiResult<()> {
         ));
     }
     for (i, v) in versions.iter().enumerate() {
+        let at = format!("spec.versions[{i}].schema.openAPIV3Schema");
         if let Some(schema) = v.pointer("/schema/openAPIV3Schema")
-            && let Err(errs) = CompiledSchema::compile(schema)
+            && let Err(errs) = CompiledSchema::compile_at(schema, &at)
         {
             for e in errs {
-                causes.push((
-                    format!("spec.versions[{i}].schema.openAPIV3Schema"),
-                    "FieldValueInvalid",
-                    format!("Invalid value: {e}"),
-                ));
+                causes.push((at.clone(), "FieldValueInvalid", e));
             }
         }
     }
@@ -163,6 +160,16 @@ pub fn register(server: &Arc<Server>, crd: &Value) {
         let compiled = schema
             .as_ref()
             .and_then(|sc| CompiledSchema::compile(sc).ok());
+        if let Some(c) = &compiled
+            && !c.skipped_rules().is_empty()
+        {
+            tracing::warn!(
+                crd = %s(crd, "/metadata/name"),
+                version = %s(v, "/name"),
+                rules = ?c.skipped_rules(),
+                "these validation rules use CEL functions the sim cannot evaluate; they are not enforced"
+            );
+        }
         let scale = v.pointer("/subresources/scale").map(|sc| ScalePaths {
             spec_replicas: s(sc, "/specReplicasPath").to_owned(),
             status_replicas: s(sc, "/statusReplicasPath").to_owned(),

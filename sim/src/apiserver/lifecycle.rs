@@ -193,10 +193,11 @@ pub fn prepare_create(
     } else {
         meta.remove("generation");
     }
-    if def.status && !(def.group.is_empty() && def.plural == "nodes") {
-        if let Some(o) = obj.as_object_mut() {
-            o.remove("status");
-        }
+    if def.status
+        && !(def.group.is_empty() && def.plural == "nodes")
+        && let Some(o) = obj.as_object_mut()
+    {
+        o.remove("status");
     }
     defaults_on_create(def, obj, &name)?;
     validate_builtin(def, obj, &name)
@@ -508,14 +509,14 @@ fn validate_builtin(def: &ResourceDef, obj: &Value, name: &str) -> ApiResult<()>
                 }
             }
         }
-        ("scheduling.k8s.io", "priorityclasses") => {
-            if !obj.get("value").is_some_and(Value::is_i64) {
-                causes.push((
-                    "value".into(),
-                    "FieldValueRequired",
-                    "Required value".into(),
-                ));
-            }
+        ("scheduling.k8s.io", "priorityclasses")
+            if !obj.get("value").is_some_and(Value::is_i64) =>
+        {
+            causes.push((
+                "value".into(),
+                "FieldValueRequired",
+                "Required value".into(),
+            ));
         }
         _ => {}
     }

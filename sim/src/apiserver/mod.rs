@@ -37,6 +37,9 @@ use crate::store::Store;
 use error::{ApiError, ApiResult};
 use request::Route;
 
+/// (group, version).
+type GroupVersion = (String, String);
+
 /// Server settings.
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
@@ -75,7 +78,7 @@ pub struct Server {
     /// The address clients reach us at (for discovery's serverAddressByClientCIDRs).
     pub address: OnceLock<String>,
     gc: gc::GcQueue,
-    openapi_cache: Mutex<HashMap<(String, String), (u64, Arc<Bytes>)>>,
+    openapi_cache: Mutex<HashMap<GroupVersion, (u64, Arc<Bytes>)>>,
     registry_generation: std::sync::atomic::AtomicU64,
 }
 

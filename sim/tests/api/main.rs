@@ -13,9 +13,8 @@ mod patch;
 mod subresources;
 mod watch;
 
-use std::time::Duration;
-
 use kube::Client;
+pub use telemesh_core::testing::eventually;
 use telemesh_sim::{Sim, SimConfig};
 
 /// Starts a sim on a free loopback port and returns it with a client.
@@ -29,25 +28,6 @@ pub async fn sim_with(config: SimConfig) -> (Sim, Client) {
     let sim = Sim::start(config).await.expect("sim starts");
     let client = sim.client().await.expect("client for sim");
     (sim, client)
-}
-
-/// Polls `probe` until it returns Some, failing after `within`.
-pub async fn eventually<T, F, Fut>(what: &str, within: Duration, mut probe: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = tokio::time::Instant::now() + within;
-    loop {
-        if let Some(v) = probe().await {
-            return v;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out after {within:?} waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 /// Returns the HTTP status code of a kube API error.

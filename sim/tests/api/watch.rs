@@ -322,3 +322,121 @@ async fn streaming_list_watcher_gets_initial_events_and_their_end_bookmark() {
     assert_eq!(reader.state().len(), 2);
     task.abort();
 }
+
+/// Runs a reflector on kind K, creates one object, and waits until the store has it.
+async fn reflect_one<K>(api: Api<K>, obj: serde_json::Value)
+where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + serde::Serialize
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    let (reader, writer) = reflector::store::<K>();
+    let task = tokio::spawn(
+        reflector(writer, watcher(api.clone(), watcher::Config::default()))
+            .applied_objects()
+            .for_each(|_| async {}),
+    );
+    reader.wait_until_ready().await.unwrap();
+    let obj: K = serde_json::from_value(obj).unwrap();
+    let name = api
+        .create(&PostParams::default(), &obj)
+        .await
+        .unwrap()
+        .name_any();
+    eventually(
+        &format!("reflector of {} sees {name}", K::kind(&())),
+        Duration::from_secs(5),
+        || {
+            let found = reader.state().iter().any(|o| o.name_any() == name);
+            async move { found.then_some(()) }
+        },
+    )
+    .await;
+    task.abort();
+}
+
+#[tokio::test]
+async fn watcher_and_reflector_work_for_every_builtin_kind() {
+    use k8s_openapi::api::{
+        apps::v1 as apps, batch::v1 as batch, coordination::v1 as coord, core::v1 as core,
+        policy::v1 as policy, scheduling::v1 as sched,
+    };
+    let (_sim, c) = sim().await;
+    let containers = json!([{"name": "c", "image": "busybox:1.36"}]);
+    let template =
+        json!({"metadata": {"labels": {"app": "x"}}, "spec": {"containers": containers}});
+    let workload = json!({"metadata": {"name": "w"}, "spec": {"selector": {"matchLabels": {"app": "x"}}, "template": template}});
+    let ns = || c.clone();
+    reflect_one::<core::Namespace>(Api::all(ns()), json!({"metadata": {"name": "n"}})).await;
+    reflect_one::<core::Node>(Api::all(ns()), json!({"metadata": {"name": "n"}})).await;
+    reflect_one::<core::Pod>(
+        Api::default_namespaced(ns()),
+        json!({"metadata": {"name": "p"}, "spec": {"containers": containers}}),
+    )
+    .await;
+    reflect_one::<core::Event>(
+        Api::default_namespaced(ns()),
+        json!({"metadata": {"name": "e"}, "involvedObject": {"kind": "Pod", "name": "p"}}),
+    )
+    .await;
+    reflect_one::<k8s_openapi::api::events::v1::Event>(
+        Api::default_namespaced(ns()),
+        json!({"metadata": {"name": "e"}, "eventTime": "2026-01-01T00:00:00.000000Z", "reportingController": "t", "reportingInstance": "t", "action": "A", "reason": "R", "type": "Normal"}),
+    )
+    .await;
+    reflect_one::<core::ConfigMap>(
+        Api::default_namespaced(ns()),
+        json!({"metadata": {"name": "c"}}),
+    )
+    .await;
+    reflect_one::<core::Secret>(
+        Api::default_namespaced(ns()),
+        json!({"metadata": {"name": "s"}}),
+    )
+    .await;
+    reflect_one::<core::Service>(
+        Api::default_namespaced(ns()),
+        json!({"metadata": {"name": "s"}, "spec": {"ports": [{"port": 80}]}}),
+    )
+    .await;
+    reflect_one::<core::PersistentVolumeClaim>(
+        Api::default_namespaced(ns()),
+        json!({"metadata": {"name": "v"}, "spec": {"accessModes": ["ReadWriteOnce"]}}),
+    )
+    .await;
+    reflect_one::<core::ServiceAccount>(
+        Api::default_namespaced(ns()),
+        json!({"metadata": {"name": "sa"}}),
+    )
+    .await;
+    reflect_one::<apps::Deployment>(Api::default_namespaced(ns()), workload.clone()).await;
+    reflect_one::<apps::ReplicaSet>(Api::default_namespaced(ns()), workload.clone()).await;
+    reflect_one::<apps::StatefulSet>(Api::default_namespaced(ns()), workload.clone()).await;
+    reflect_one::<apps::DaemonSet>(Api::default_namespaced(ns()), workload.clone()).await;
+    reflect_one::<batch::Job>(Api::default_namespaced(ns()), json!({"metadata": {"name": "j"}, "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": containers}}}})).await;
+    reflect_one::<coord::Lease>(
+        Api::default_namespaced(ns()),
+        json!({"metadata": {"name": "l"}}),
+    )
+    .await;
+    reflect_one::<sched::PriorityClass>(
+        Api::all(ns()),
+        json!({"metadata": {"name": "pc"}, "value": 1}),
+    )
+    .await;
+    reflect_one::<policy::PodDisruptionBudget>(
+        Api::default_namespaced(ns()),
+        json!({"metadata": {"name": "b"}, "spec": {"maxUnavailable": 1}}),
+    )
+    .await;
+    reflect_one::<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition>(
+        Api::all(ns()),
+        serde_json::to_value(<super::crd::Widget as kube::CustomResourceExt>::crd()).unwrap(),
+    )
+    .await;
+}
