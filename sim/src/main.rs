@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
-use telemesh_core::cli::CommonArgs;
+use telemesh_core::cli::{CommonArgs, parse_duration};
 use telemesh_sim::{Auth, Sim, SimConfig, UserInfo};
 
 #[derive(Debug, Parser)]
@@ -52,19 +52,6 @@ struct ServeArgs {
     /// How often watches that asked for bookmarks get one.
     #[arg(long, env = "TELEMESH_SIM_BOOKMARK_INTERVAL", default_value = "10s", value_parser = parse_duration)]
     bookmark_interval: Duration,
-}
-
-fn parse_duration(s: &str) -> Result<Duration, String> {
-    let (num, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
-    let n: u64 = num
-        .parse()
-        .map_err(|_| format!("{s:?} is not a duration like 500ms, 10s or 2m"))?;
-    match unit {
-        "ms" => Ok(Duration::from_millis(n)),
-        "s" | "" => Ok(Duration::from_secs(n)),
-        "m" => Ok(Duration::from_secs(n * 60)),
-        _ => Err(format!("{s:?} is not a duration like 500ms, 10s or 2m")),
-    }
 }
 
 #[tokio::main]
@@ -136,12 +123,5 @@ mod tests {
     #[test]
     fn cli_definition_is_valid() {
         Cli::command().debug_assert();
-    }
-
-    #[test]
-    fn durations_parse() {
-        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
-        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
-        assert!(parse_duration("x").is_err());
     }
 }

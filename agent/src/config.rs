@@ -1,0 +1,285 @@
+//! The agent's command line (flags with `TELEMESH_*` environment fallbacks and defaults that
+//! work in the dev cluster) and the validated configuration built from it.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use telemesh_core::cli::{CommonArgs, parse_duration};
+
+/// `telemesh-agent` flags.
+#[derive(Debug, Clone, clap::Parser)]
+#[command(
+    name = "telemesh-agent",
+    version,
+    about = "Telemesh's per-node agent: telemetry, gossip, pod figures"
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub common: CommonArgs,
+    /// This node's Kubernetes name (the downward API's spec.nodeName in a DaemonSet).
+    #[arg(long, env = "TELEMESH_NODE_NAME")]
+    pub node_name: String,
+    /// Root under which /proc and /sys are read (the host's, mounted read-only).
+    #[arg(long, env = "TELEMESH_HOST_ROOT", default_value = "/")]
+    pub host_root: PathBuf,
+    /// How often to sample the node.
+    #[arg(long, env = "TELEMESH_COLLECT_INTERVAL", default_value = "1s", value_parser = parse_duration)]
+    pub collect_interval: Duration,
+    /// UDP address gossip listens on.
+    #[arg(long, env = "TELEMESH_GOSSIP_LISTEN", default_value = "127.0.0.1:7946")]
+    pub gossip_listen: SocketAddr,
+    /// Address peers reach this agent's gossip at; defaults to --gossip-listen.
+    #[arg(long, env = "TELEMESH_GOSSIP_ADVERTISE")]
+    pub gossip_advertise: Option<SocketAddr>,
+    /// Gossip seeds, comma separated `host:port` (a DaemonSet's headless Service name works).
+    #[arg(long, env = "TELEMESH_GOSSIP_SEEDS", value_delimiter = ',')]
+    pub gossip_seeds: Vec<String>,
+    /// Keyring file: one base64 32-byte key per line, primary first (a mounted Secret).
+    #[arg(
+        long,
+        env = "TELEMESH_GOSSIP_KEY_FILE",
+        conflicts_with = "insecure_gossip"
+    )]
+    pub gossip_key_file: Option<PathBuf>,
+    /// Gossip in clear text (dev cluster only; said loudly at start-up).
+    #[arg(long, env = "TELEMESH_INSECURE_GOSSIP")]
+    pub insecure_gossip: bool,
+    /// Gossip round interval.
+    #[arg(long, env = "TELEMESH_GOSSIP_INTERVAL", default_value = "1s", value_parser = parse_duration)]
+    pub gossip_interval: Duration,
+    /// Gossip cluster id: members of other clusters are refused.
+    #[arg(long, env = "TELEMESH_CLUSTER_ID", default_value = "telemesh")]
+    pub cluster_id: String,
+    /// Republish an unchanged metric at least this often.
+    #[arg(long, env = "TELEMESH_REFRESH", default_value = "30s", value_parser = parse_duration)]
+    pub refresh: Duration,
+    /// Relative change that republishes a metric at once (0.02 = 2 %).
+    #[arg(long, env = "TELEMESH_DEADBAND", default_value_t = 0.02)]
+    pub deadband: f64,
+    /// HTTP address for /metrics, /healthz, /readyz and /debug/state.
+    #[arg(long, env = "TELEMESH_HTTP_LISTEN", default_value = "127.0.0.1:9464")]
+    pub http_listen: SocketAddr,
+    /// UDP address the QUIC server listens on (needs --quic-ca, --quic-cert, --quic-key).
+    #[arg(long, env = "TELEMESH_QUIC_LISTEN")]
+    pub quic_listen: Option<SocketAddr>,
+    /// CA certificate (PEM) that signs coordinator client certificates.
+    #[arg(long, env = "TELEMESH_QUIC_CA", requires = "quic_listen")]
+    pub quic_ca: Option<PathBuf>,
+    /// This agent's certificate chain (PEM).
+    #[arg(long, env = "TELEMESH_QUIC_CERT", requires = "quic_listen")]
+    pub quic_cert: Option<PathBuf>,
+    /// This agent's private key (PEM).
+    #[arg(long, env = "TELEMESH_QUIC_KEY", requires = "quic_listen")]
+    pub quic_key: Option<PathBuf>,
+    /// Local Prometheus endpoints to import node-level series from (node-exporter, textfile), comma separated URLs.
+    #[arg(long, env = "TELEMESH_PROMETHEUS_ENDPOINTS", value_delimiter = ',')]
+    pub prometheus_endpoints: Vec<String>,
+    /// How long tasks may take to stop after SIGTERM.
+    #[arg(long, env = "TELEMESH_SHUTDOWN_GRACE", default_value = "5s", value_parser = parse_duration)]
+    pub shutdown_grace: Duration,
+}
+
+/// How gossip is protected.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GossipSecurity {
+    /// Sealed with the keyring in this file.
+    Sealed(PathBuf),
+    /// Clear text (dev only).
+    Insecure,
+}
+
+/// QUIC server settings: all three PEM files are needed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QuicConfig {
+    /// Listen address.
+    pub listen: SocketAddr,
+    /// CA for client certificates.
+    pub ca: PathBuf,
+    /// Own certificate chain.
+    pub cert: PathBuf,
+    /// Own key.
+    pub key: PathBuf,
+}
+
+/// A validated agent configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Kubeconfig path, if given.
+    pub kubeconfig: Option<PathBuf>,
+    /// Node name.
+    pub node_name: String,
+    /// Host root.
+    pub host_root: PathBuf,
+    /// Sampling period.
+    pub collect_interval: Duration,
+    /// Gossip listen address.
+    pub gossip_listen: SocketAddr,
+    /// Gossip advertise address.
+    pub gossip_advertise: SocketAddr,
+    /// Seeds.
+    pub gossip_seeds: Vec<String>,
+    /// Sealed or not.
+    pub gossip_security: GossipSecurity,
+    /// Round interval.
+    pub gossip_interval: Duration,
+    /// Cluster id.
+    pub cluster_id: String,
+    /// Deadband.
+    pub deadband: crate::publish::Deadband,
+    /// HTTP address.
+    pub http_listen: SocketAddr,
+    /// QUIC, when enabled.
+    pub quic: Option<QuicConfig>,
+    /// Prometheus endpoints.
+    pub prometheus_endpoints: Vec<String>,
+    /// Shutdown grace.
+    pub shutdown_grace: Duration,
+}
+
+/// A flag combination that cannot work.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    /// No keyring and no --insecure-gossip.
+    #[error(
+        "gossip needs a keyring: pass --gossip-key-file (a mounted Secret) or, for a dev cluster, --insecure-gossip"
+    )]
+    NoGossipSecurity,
+    /// --quic-listen without its certificates.
+    #[error(
+        "--quic-listen needs --quic-ca, --quic-cert and --quic-key (PEM files from the agent's TLS Secret)"
+    )]
+    QuicWithoutCertificates,
+    /// Empty node name.
+    #[error("--node-name is empty; set it from the downward API (spec.nodeName)")]
+    NoNodeName,
+    /// Deadband out of range.
+    #[error("--deadband {0} is not a fraction in [0, 1)")]
+    Deadband(String),
+    /// Zero interval.
+    #[error("--{0} must be longer than zero")]
+    ZeroInterval(&'static str),
+}
+
+impl TryFrom<Cli> for Config {
+    type Error = ConfigError;
+
+    fn try_from(cli: Cli) -> Result<Self, Self::Error> {
+        if cli.node_name.trim().is_empty() {
+            return Err(ConfigError::NoNodeName);
+        }
+        let gossip_security = match (cli.gossip_key_file, cli.insecure_gossip) {
+            (Some(path), false) => GossipSecurity::Sealed(path),
+            (None, true) => GossipSecurity::Insecure,
+            _ => return Err(ConfigError::NoGossipSecurity),
+        };
+        let quic = match (cli.quic_listen, cli.quic_ca, cli.quic_cert, cli.quic_key) {
+            (None, ..) => None,
+            (Some(listen), Some(ca), Some(cert), Some(key)) => Some(QuicConfig {
+                listen,
+                ca,
+                cert,
+                key,
+            }),
+            (Some(_), ..) => return Err(ConfigError::QuicWithoutCertificates),
+        };
+        if !(0.0..1.0).contains(&cli.deadband) {
+            return Err(ConfigError::Deadband(cli.deadband.to_string()));
+        }
+        for (name, d) in [
+            ("collect-interval", cli.collect_interval),
+            ("gossip-interval", cli.gossip_interval),
+            ("refresh", cli.refresh),
+        ] {
+            if d.is_zero() {
+                return Err(ConfigError::ZeroInterval(name));
+            }
+        }
+        Ok(Self {
+            kubeconfig: cli.common.kubeconfig,
+            node_name: cli.node_name,
+            host_root: cli.host_root,
+            collect_interval: cli.collect_interval,
+            gossip_listen: cli.gossip_listen,
+            gossip_advertise: cli.gossip_advertise.unwrap_or(cli.gossip_listen),
+            gossip_seeds: cli.gossip_seeds,
+            gossip_security,
+            gossip_interval: cli.gossip_interval,
+            cluster_id: cli.cluster_id,
+            deadband: crate::publish::Deadband {
+                relative: cli.deadband,
+                absolute: 1e-3,
+                refresh: cli.refresh,
+            },
+            http_listen: cli.http_listen,
+            quic,
+            prometheus_endpoints: cli.prometheus_endpoints,
+            shutdown_grace: cli.shutdown_grace,
+        })
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use clap::{CommandFactory as _, Parser as _};
+
+    use super::*;
+
+    #[test]
+    fn cli_definition_is_valid() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn dev_flags_make_a_config() {
+        let cli = Cli::try_parse_from([
+            "telemesh-agent",
+            "--node-name",
+            "n1",
+            "--insecure-gossip",
+            "--gossip-seeds",
+            "127.0.0.1:1,127.0.0.1:2",
+        ])
+        .unwrap();
+        let config = Config::try_from(cli).unwrap();
+        assert_eq!(config.gossip_security, GossipSecurity::Insecure);
+        assert_eq!(config.gossip_seeds.len(), 2);
+        assert_eq!(config.gossip_advertise, config.gossip_listen);
+        assert!(config.quic.is_none());
+    }
+
+    #[test]
+    fn unusable_combinations_are_refused_before_anything_starts() {
+        let parse = |args: &[&str]| {
+            Cli::try_parse_from([&["telemesh-agent", "--node-name", "n1"], args].concat())
+                .map(Config::try_from)
+        };
+        assert_eq!(
+            parse(&[]).unwrap().unwrap_err(),
+            ConfigError::NoGossipSecurity
+        );
+        assert!(
+            parse(&["--insecure-gossip", "--gossip-key-file", "k"]).is_err(),
+            "clap refuses both"
+        );
+        assert_eq!(
+            parse(&["--insecure-gossip", "--quic-listen", "127.0.0.1:1"])
+                .unwrap()
+                .unwrap_err(),
+            ConfigError::QuicWithoutCertificates
+        );
+        assert_eq!(
+            parse(&["--insecure-gossip", "--deadband", "1.5"])
+                .unwrap()
+                .unwrap_err(),
+            ConfigError::Deadband("1.5".into())
+        );
+        assert_eq!(
+            parse(&["--insecure-gossip", "--collect-interval", "0s"])
+                .unwrap()
+                .unwrap_err(),
+            ConfigError::ZeroInterval("collect-interval")
+        );
+    }
+}

@@ -1,0 +1,12 @@
+//! telemesh-agent: the per-node part of Telemesh. It samples its node (procfs, PSI, RDT,
+//! cgroup v2 per pod), publishes what changed to the gossip mesh, serves per-pod figures to the
+//! coordinator over QUIC, and exposes /metrics and health endpoints.
+//!
+//! The binary is a thin `main`; everything runs from [`run`] so tests and the dev cluster can
+//! start agents in-process.
+
+pub mod config;
+pub mod http;
+pub mod metrics;
+pub mod pods;
+pub mod publish;

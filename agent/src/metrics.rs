@@ -1,0 +1,131 @@
+//! The agent's own Prometheus metrics: the node metrics it publishes, collection duration,
+//! gossip peers and dropped packets. One registry per agent (no globals), so tests running
+//! several agents in one process keep them apart.
+
+use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+use std::sync::atomic::AtomicU64;
+
+/// A node metric's name as a label (bounded: the collectors' catalogue plus imported series).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct MetricLabel {
+    /// Metric name.
+    pub metric: String,
+}
+
+/// Peer liveness, as a label.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelValue)]
+pub enum Liveness {
+    /// Alive per the failure detector.
+    Alive,
+    /// Dead per the failure detector.
+    Dead,
+}
+
+/// Labels of the gossip peer gauge.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PeerLabels {
+    /// Alive or dead.
+    pub state: Liveness,
+}
+
+/// Why a gossip datagram was dropped (bounded set, named by the gossip layer).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DropLabels {
+    /// Reason.
+    pub reason: String,
+}
+
+/// Handles to the agent's metrics.
+#[derive(Clone, Debug)]
+pub struct AgentMetrics {
+    /// Last value of each node metric measured.
+    pub node_metric: Family<MetricLabel, Gauge<f64, AtomicU64>>,
+    /// Time one collection cycle takes.
+    pub collection_seconds: Histogram,
+    /// Gossip peers by liveness.
+    pub gossip_peers: Family<PeerLabels, Gauge>,
+    /// Gossip datagrams dropped, by reason.
+    pub gossip_dropped: Family<DropLabels, Counter>,
+    /// Metric values published to gossip.
+    pub published: Counter,
+}
+
+impl AgentMetrics {
+    /// Registers the metrics under `registry` (give it the `telemesh_agent` prefix).
+    pub fn register(registry: &mut Registry) -> Self {
+        let node_metric = Family::default();
+        let collection_seconds = Histogram::new(exponential_buckets(0.000_05, 2.0, 14));
+        let gossip_peers = Family::default();
+        let gossip_dropped = Family::default();
+        let published = Counter::default();
+        registry.register(
+            "node_metric",
+            "Last value of each node metric the agent measured",
+            node_metric.clone(),
+        );
+        registry.register(
+            "collection_seconds",
+            "Time one collection cycle takes",
+            collection_seconds.clone(),
+        );
+        registry.register(
+            "gossip_peers",
+            "Gossip members by liveness",
+            gossip_peers.clone(),
+        );
+        registry.register(
+            "gossip_dropped_packets",
+            "Gossip datagrams dropped, by reason",
+            gossip_dropped.clone(),
+        );
+        registry.register(
+            "published_values",
+            "Metric values published to gossip",
+            published.clone(),
+        );
+        Self {
+            node_metric,
+            collection_seconds,
+            gossip_peers,
+            gossip_dropped,
+            published,
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metrics_encode_with_their_prefix() {
+        let mut registry = Registry::with_prefix("telemesh_agent");
+        let m = AgentMetrics::register(&mut registry);
+        m.node_metric
+            .get_or_create(&MetricLabel {
+                metric: "node_cpu_utilization_ratio".into(),
+            })
+            .set(0.25);
+        m.gossip_dropped
+            .get_or_create(&DropLabels {
+                reason: "no_key_opens".into(),
+            })
+            .inc();
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        assert!(
+            text.contains("telemesh_agent_node_metric{metric=\"node_cpu_utilization_ratio\"} 0.25"),
+            "{text}"
+        );
+        assert!(
+            text.contains("telemesh_agent_gossip_dropped_packets_total{reason=\"no_key_opens\"} 1"),
+            "{text}"
+        );
+    }
+}

@@ -1,0 +1,188 @@
+//! What to publish to gossip each cycle: a metric goes out when it moved past its deadband or
+//! when its last published value grew older than the refresh period, so Scuttlebutt ships only
+//! what changed and readers can still tell a live value from a stale one.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use telemesh_core::metric::{MetricName, Sample};
+use tokio::time::Instant;
+
+/// When a value is worth publishing again.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Deadband {
+    /// Relative change that counts (0.02 = 2 % of the last published value).
+    pub relative: f64,
+    /// Absolute change that always counts, for values near zero.
+    pub absolute: f64,
+    /// Republish an unchanged value at least this often.
+    pub refresh: Duration,
+}
+
+impl Default for Deadband {
+    fn default() -> Self {
+        Self {
+            relative: 0.02,
+            absolute: 1e-3,
+            refresh: Duration::from_secs(30),
+        }
+    }
+}
+
+/// Remembers what was last published.
+#[derive(Debug, Default)]
+pub struct Publisher {
+    band: Deadband,
+    last: HashMap<MetricName, (f64, Instant)>,
+}
+
+impl Publisher {
+    /// Returns a publisher with the given deadband.
+    pub fn new(band: Deadband) -> Self {
+        Self {
+            band,
+            last: HashMap::new(),
+        }
+    }
+
+    /// Returns the samples to publish now, and forgets metrics that are no longer measured
+    /// (returned as `gone`, for the caller to delete from gossip).
+    pub fn select(&mut self, samples: &[Sample], now: Instant) -> Selection {
+        let mut out = Selection::default();
+        for s in samples {
+            if !s.value.is_finite() {
+                continue;
+            }
+            let due = match self.last.get(&s.name) {
+                None => true,
+                Some((v, at)) => {
+                    let moved =
+                        (s.value - v).abs() > self.band.absolute.max(self.band.relative * v.abs());
+                    moved || now.duration_since(*at) >= self.band.refresh
+                }
+            };
+            if due {
+                self.last.insert(s.name.clone(), (s.value, now));
+                out.publish.push(s.clone());
+            }
+        }
+        if self.last.len() > samples.len() || !out.publish.is_empty() {
+            let present: std::collections::HashSet<&MetricName> =
+                samples.iter().map(|s| &s.name).collect();
+            let gone: Vec<MetricName> = self
+                .last
+                .keys()
+                .filter(|k| !present.contains(k))
+                .cloned()
+                .collect();
+            for g in &gone {
+                self.last.remove(g);
+            }
+            out.gone = gone;
+        }
+        out
+    }
+}
+
+/// One cycle's decision.
+#[derive(Debug, Default, PartialEq)]
+pub struct Selection {
+    /// Samples to publish.
+    pub publish: Vec<Sample>,
+    /// Metrics no longer measured.
+    pub gone: Vec<MetricName>,
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn s(name: &str, v: f64) -> Sample {
+        Sample {
+            name: MetricName::new(name).unwrap(),
+            value: v,
+        }
+    }
+
+    fn names(sel: &Selection) -> Vec<&str> {
+        sel.publish.iter().map(|s| s.name.as_str()).collect()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn small_moves_wait_for_the_refresh_and_big_ones_go_at_once() {
+        let mut p = Publisher::new(Deadband {
+            relative: 0.05,
+            absolute: 0.0,
+            refresh: Duration::from_secs(10),
+        });
+        let t0 = Instant::now();
+        assert_eq!(
+            names(&p.select(&[s("node_a", 100.0)], t0)),
+            ["node_a"],
+            "first reading goes out"
+        );
+        assert!(
+            p.select(&[s("node_a", 104.0)], t0 + Duration::from_secs(1))
+                .publish
+                .is_empty(),
+            "4 % is inside the band"
+        );
+        assert_eq!(
+            names(&p.select(&[s("node_a", 106.0)], t0 + Duration::from_secs(2))),
+            ["node_a"],
+            "6 % is outside"
+        );
+        assert!(
+            p.select(&[s("node_a", 106.0)], t0 + Duration::from_secs(11))
+                .publish
+                .is_empty(),
+            "refresh counts from the last publish"
+        );
+        assert_eq!(
+            names(&p.select(&[s("node_a", 106.0)], t0 + Duration::from_secs(12))),
+            ["node_a"],
+            "refreshed after 10 s"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn values_near_zero_use_the_absolute_band_and_vanished_metrics_are_reported() {
+        let mut p = Publisher::new(Deadband {
+            relative: 0.05,
+            absolute: 0.01,
+            refresh: Duration::from_secs(60),
+        });
+        let t0 = Instant::now();
+        p.select(&[s("node_a", 0.0), s("node_b", 1.0)], t0);
+        assert!(
+            p.select(&[s("node_a", 0.005), s("node_b", 1.0)], t0)
+                .publish
+                .is_empty()
+        );
+        assert_eq!(
+            names(&p.select(&[s("node_a", 0.02), s("node_b", 1.0)], t0)),
+            ["node_a"]
+        );
+        let sel = p.select(&[s("node_b", 1.0)], t0);
+        assert_eq!(sel.gone, vec![MetricName::new("node_a").unwrap()]);
+        assert_eq!(
+            names(&p.select(&[s("node_a", 0.02), s("node_b", 1.0)], t0)),
+            ["node_a"],
+            "a returning metric is new again"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn non_finite_values_are_never_published() {
+        let mut p = Publisher::new(Deadband::default());
+        assert!(
+            p.select(
+                &[s("node_a", f64::NAN), s("node_b", f64::INFINITY)],
+                Instant::now()
+            )
+            .publish
+            .is_empty()
+        );
+    }
+}
