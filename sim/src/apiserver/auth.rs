@@ -87,6 +87,19 @@ impl Auth {
         if self.rules.is_empty() || user.groups.iter().any(|g| g == "system:masters") {
             return true;
         }
+        // Every authenticated user may ask what it may do, as the bootstrap ClusterRole
+        // `system:basic-user` grants in every cluster.
+        if attrs.verb == "create"
+            && matches!(
+                (attrs.group.as_str(), attrs.resource.as_str()),
+                (
+                    "authorization.k8s.io",
+                    "selfsubjectaccessreviews" | "selfsubjectrulesreviews"
+                ) | ("authentication.k8s.io", "selfsubjectreviews")
+            )
+        {
+            return true;
+        }
         let resource = if attrs.subresource.is_empty() {
             attrs.resource.clone()
         } else {
@@ -198,12 +211,12 @@ impl Auth {
             name: s("name"),
         };
         let allowed = !ra.is_null() && self.allowed(&user, &attrs);
-        let reason = if allowed {
-            "allowed by the sim's permission table"
+        // Like the RBAC authorizer: a reason when allowed, none when denied.
+        review["status"] = if allowed {
+            json!({"allowed": true, "reason": "allowed by the sim's permission table"})
         } else {
-            "no rule in the sim's permission table allows it"
+            json!({"allowed": false})
         };
-        review["status"] = json!({"allowed": allowed, "reason": reason});
         review
     }
 }

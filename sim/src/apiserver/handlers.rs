@@ -15,7 +15,7 @@ use super::auth::{Attributes, UserInfo};
 use super::error::{ApiError, ApiResult};
 use super::request::ResourcePath;
 use super::table::{IncludeObject, PrinterColumn, ResourceInfo};
-use super::{Server, json_response, lifecycle, patch, subresources, table, watch};
+use super::{Server, json_response, lifecycle, patch, protobuf, subresources, table, watch};
 use crate::registry::{ResourceDef, ResourceId};
 use crate::selectors::{FieldSelector, LabelSelector};
 use crate::store::{ObjKey, Stored, Txn, WatchFilter};
@@ -300,7 +300,7 @@ pub async fn resource(
         }
         ("get", Some(n), Some("scale")) => subresources::get_scale(server, &def, ns, n),
         ("create", None, None) => {
-            let obj = parse_body(&ctx)?;
+            let obj = parse_body(&ctx, &def.group, &def.version, &def.kind)?;
             let opts = WriteOptions::from_request(&ctx)?;
             create(server, &def, ns, obj, &opts, &ctx, format)
         }
@@ -309,7 +309,7 @@ pub async fn resource(
             &def,
             ns,
             n,
-            parse_body(&ctx)?,
+            parse_body(&ctx, "", "v1", "Binding")?,
             &WriteOptions::from_request(&ctx)?,
         ),
         ("create", Some(n), Some("eviction")) => subresources::evict(
@@ -317,11 +317,11 @@ pub async fn resource(
             &def,
             ns,
             n,
-            parse_body(&ctx)?,
+            parse_body(&ctx, "policy", "v1", "Eviction")?,
             &WriteOptions::from_request(&ctx)?,
         ),
         ("update", Some(n), None | Some("status")) => {
-            let obj = parse_body(&ctx)?;
+            let obj = parse_body(&ctx, &def.group, &def.version, &def.kind)?;
             let opts = WriteOptions::from_request(&ctx)?;
             let (s, warnings) = update_object(server, &def, ns, n, sub, obj, &opts)?;
             Ok(with_warnings(
@@ -334,7 +334,7 @@ pub async fn resource(
             &def,
             ns,
             n,
-            parse_body(&ctx)?,
+            parse_body(&ctx, "autoscaling", "v1", "Scale")?,
             &WriteOptions::from_request(&ctx)?,
         ),
         ("patch", Some(n), None | Some("status") | Some("scale")) => {
@@ -401,12 +401,36 @@ pub fn key(def: &ResourceDef, ns: Option<&str>, name: &str) -> ObjKey {
     )
 }
 
-fn parse_body(ctx: &RequestCtx) -> ApiResult<Value> {
-    let v: Value = serde_json::from_slice(&ctx.body).map_err(|e| {
-        ApiError::bad_request(format!(
-            "the body of the request was in an unknown format: {e}"
-        ))
-    })?;
+/// Returns true when the request body is Kubernetes protobuf (kubectl's typed clients send it).
+fn is_protobuf(ctx: &RequestCtx) -> bool {
+    ctx.headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|ct| ct.starts_with(protobuf::CONTENT_TYPE))
+}
+
+/// Decodes a request body (JSON, or protobuf for the built-in kinds) expected to hold
+/// `group/version` `kind`; protobuf bodies name their own type, which wins.
+fn parse_body(ctx: &RequestCtx, group: &str, version: &str, kind: &str) -> ApiResult<Value> {
+    let v: Value = if is_protobuf(ctx) {
+        protobuf::decode(&ctx.body, group, version, kind).map_err(|e| {
+            ApiError::new(
+                e.status_code(),
+                if e.status_code() == 415 {
+                    "UnsupportedMediaType"
+                } else {
+                    "BadRequest"
+                },
+                e.to_string(),
+            )
+        })?
+    } else {
+        serde_json::from_slice(&ctx.body).map_err(|e| {
+            ApiError::bad_request(format!(
+                "the body of the request was in an unknown format: {e}"
+            ))
+        })?
+    };
     if !v.is_object() {
         return Err(ApiError::bad_request(
             "the body of the request must be a JSON object",
@@ -1061,6 +1085,8 @@ impl DeleteOptions {
     fn from_request(ctx: &RequestCtx) -> ApiResult<Self> {
         let body: Value = if ctx.body.is_empty() {
             Value::Null
+        } else if is_protobuf(ctx) {
+            parse_body(ctx, "meta.k8s.io", "v1", "DeleteOptions")?
         } else {
             serde_json::from_slice(&ctx.body)
                 .map_err(|e| ApiError::bad_request(format!("invalid DeleteOptions: {e}")))?

@@ -12,6 +12,7 @@ pub mod handlers;
 pub mod lifecycle;
 pub mod openapi;
 pub mod patch;
+pub mod protobuf;
 pub mod request;
 pub mod schema;
 pub mod subresources;
