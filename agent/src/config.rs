@@ -115,8 +115,8 @@ pub struct Config {
     pub collect_interval: Duration,
     /// Gossip listen address.
     pub gossip_listen: SocketAddr,
-    /// Gossip advertise address.
-    pub gossip_advertise: SocketAddr,
+    /// Gossip advertise address; None advertises the bound listen address.
+    pub gossip_advertise: Option<SocketAddr>,
     /// Seeds.
     pub gossip_seeds: Vec<String>,
     /// Sealed or not.
@@ -201,7 +201,7 @@ impl TryFrom<Cli> for Config {
             host_root: cli.host_root,
             collect_interval: cli.collect_interval,
             gossip_listen: cli.gossip_listen,
-            gossip_advertise: cli.gossip_advertise.unwrap_or(cli.gossip_listen),
+            gossip_advertise: cli.gossip_advertise,
             gossip_seeds: cli.gossip_seeds,
             gossip_security,
             gossip_interval: cli.gossip_interval,
@@ -245,7 +245,7 @@ mod tests {
         let config = Config::try_from(cli).unwrap();
         assert_eq!(config.gossip_security, GossipSecurity::Insecure);
         assert_eq!(config.gossip_seeds.len(), 2);
-        assert_eq!(config.gossip_advertise, config.gossip_listen);
+        assert_eq!(config.gossip_advertise, None);
         assert!(config.quic.is_none());
     }
 

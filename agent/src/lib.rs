@@ -5,8 +5,12 @@
 //! The binary is a thin `main`; everything runs from [`run`] so tests and the dev cluster can
 //! start agents in-process.
 
+pub mod collect;
 pub mod config;
 pub mod http;
 pub mod metrics;
 pub mod pods;
 pub mod publish;
+pub mod run;
+
+pub use run::{Agent, start};

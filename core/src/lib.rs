@@ -6,7 +6,11 @@
 //! This crate makes no Kubernetes API calls; the binaries do.
 
 pub mod cli;
+pub mod gossip;
 pub mod metric;
 pub mod pod;
+pub mod quic;
+pub mod shutdown;
 pub mod telemetry;
 pub mod testing;
+pub mod wire;

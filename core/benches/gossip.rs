@@ -1,0 +1,368 @@
+//! Gossip convergence and bandwidth at 10, 100 and 1,000 members, printed as a table. Not a
+//! criterion statistic: each line is one in-process cluster run.
+//!
+//! - `udp10`, `udp100`: members on 127.0.0.1 over the real sealed UDP path
+//!   (`GossipMember::start`: relay sockets, ChaCha20-Poly1305, one process).
+//! - `chan1000v`: 1,000 members on chitchat's in-process `ChannelTransport`
+//!   (`GossipMember::start_on`): no sockets and **no sealing** (add 29 bytes per datagram), on
+//!   tokio's paused clock, which only advances when every task is idle. Figures are protocol
+//!   time with free CPU and an instant network: what 1,000 nodes would see if each had its own
+//!   core. (A whole 1,000-member cluster costs several CPU seconds per round, so on the wall
+//!   clock one process measures its cores, not the protocol: `chan1000` does that, if wanted.)
+//!
+//! Every member seeds with the first three. Once every member hears 99 % of the members
+//! (`membership`), traffic is measured for 10 rounds idle (heartbeats and digests only), then
+//! with load: each node changes one of 10 metrics every 100 ms (10 updates/s) while a probe key
+//! is published on one member after another. Convergence is the time from publishing the probe
+//! until 99 % (and 100 %) of members have it, from key-change callbacks. Bandwidth is bytes sent
+//! per node per second (as many are received). `cpu/node` is the process's CPU time per
+//! (clock) second divided by the member count, in % of one core: on the paused clock that is
+//! what one node would spend.
+//!
+//! Run: `cargo bench -p telemesh-core --bench gossip`. Choose runs with
+//! `GOSSIP_BENCH=udp10@1000,udp100@200,chan1000v@1000` (name@interval in ms).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use chitchat::transport::ChannelTransport;
+use telemesh_core::gossip::{GossipConfig, GossipMember, Keyring, Security};
+use telemesh_core::metric::{MetricName, Sample};
+use tokio::time::Instant;
+
+const DEFAULT_RUNS: &str = "udp10@1000,udp10@200,udp100@1000,udp100@200,chan1000v@1000";
+
+#[derive(Clone, Copy, PartialEq)]
+enum Path {
+    SealedUdp,
+    Channel,
+}
+
+struct Run {
+    name: String,
+    members: usize,
+    path: Path,
+    virtual_time: bool,
+    interval: Duration,
+}
+
+fn parse_runs(spec: &str) -> Vec<Run> {
+    spec.split(',')
+        .filter(|s| !s.trim().is_empty())
+        .map(|s| {
+            let (name, ms) = s.trim().split_once('@').expect("runs look like udp10@1000");
+            let interval = Duration::from_millis(ms.parse().expect("interval in ms"));
+            let (members, path, virtual_time) = match name {
+                "udp10" => (10, Path::SealedUdp, false),
+                "udp100" => (100, Path::SealedUdp, false),
+                "chan1000" => (1000, Path::Channel, false),
+                "chan1000v" => (1000, Path::Channel, true),
+                other => panic!("unknown run {other}: use udp10, udp100, chan1000, chan1000v"),
+            };
+            Run {
+                name: name.to_owned(),
+                members,
+                path,
+                virtual_time,
+                interval,
+            }
+        })
+        .collect()
+}
+
+fn main() {
+    let spec = std::env::var("GOSSIP_BENCH").unwrap_or_else(|_| DEFAULT_RUNS.to_owned());
+    println!(
+        "{:<10} {:>5} {:>6} {:>10} {:>17} {:>9} {:>11} {:>11} {:>9} {:>9} {:>6}",
+        "run",
+        "nodes",
+        "round",
+        "membership",
+        "conv99 p50/max",
+        "conv100",
+        "idle B/s",
+        "loaded B/s",
+        "dgram/s",
+        "cpu/node",
+        "drops"
+    );
+    for run in parse_runs(&spec) {
+        let runtime = if run.virtual_time {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .start_paused(true)
+                .build()
+        } else {
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+        }
+        .expect("runtime");
+        let report = runtime.block_on(bench(&run));
+        report.print(&run);
+        drop(runtime);
+    }
+    println!(
+        "B/s and dgram/s: sent per node per second while loaded (received is the same on \
+         average). cpu/node: % of one core per node while loaded. conv100 '-' = not all members \
+         within the deadline. chan* runs are unsealed."
+    );
+}
+
+struct Report {
+    membership: Option<Duration>,
+    conv99: Vec<Option<Duration>>,
+    conv100: Vec<Option<Duration>>,
+    idle_bps: f64,
+    loaded_bps: f64,
+    loaded_dps: f64,
+    cpu_per_node: f64,
+    drops: u64,
+}
+
+impl Report {
+    fn print(&self, run: &Run) {
+        let secs =
+            |d: Option<Duration>| d.map_or("-".to_owned(), |d| format!("{:.2}s", d.as_secs_f64()));
+        let mut c99: Vec<Duration> = self.conv99.iter().flatten().copied().collect();
+        c99.sort();
+        let p50 = c99.get(c99.len() / 2).copied();
+        let max99 = if c99.len() == self.conv99.len() {
+            c99.last().copied()
+        } else {
+            None
+        };
+        let max100 = if self.conv100.iter().all(Option::is_some) {
+            self.conv100.iter().flatten().max().copied()
+        } else {
+            None
+        };
+        println!(
+            "{:<10} {:>5} {:>5}ms {:>10} {:>17} {:>9} {:>11.0} {:>11.0} {:>9.1} {:>8.2}% {:>6}",
+            run.name,
+            run.members,
+            run.interval.as_millis(),
+            secs(self.membership),
+            format!("{}/{}", secs(p50), secs(max99)),
+            secs(max100),
+            self.idle_bps,
+            self.loaded_bps,
+            self.loaded_dps,
+            self.cpu_per_node * 100.0,
+            self.drops
+        );
+    }
+}
+
+async fn start_members(run: &Run, channel: &ChannelTransport) -> Vec<GossipMember> {
+    let keyring = Keyring::from_keys(&[[42; 32]]).unwrap();
+    let mut members: Vec<GossipMember> = Vec::with_capacity(run.members);
+    let mut seeds: Vec<String> = Vec::new();
+    for i in 0..run.members {
+        let name = format!("ip-10-0-{}-{}.eu-west-1.compute.internal", i / 250, i % 250);
+        let member = match run.path {
+            Path::SealedUdp => {
+                let mut c = GossipConfig::new(
+                    name,
+                    "bench",
+                    "127.0.0.1:0".parse().unwrap(),
+                    Security::Sealed(keyring.clone()),
+                );
+                c.seeds = seeds.clone();
+                c.gossip_interval = run.interval;
+                GossipMember::start(c).await.unwrap()
+            }
+            Path::Channel => {
+                let addr = SocketAddr::from(([127, 0, 0, 1], 30_000 + i as u16));
+                let mut c = GossipConfig::new(name, "bench", addr, Security::Insecure);
+                c.seeds = seeds.clone();
+                c.gossip_interval = run.interval;
+                GossipMember::start_on(c, channel).await.unwrap()
+            }
+        };
+        if seeds.len() < 3 {
+            seeds.push(member.id().gossip_addr.to_string());
+        }
+        members.push(member);
+    }
+    members
+}
+
+/// Bytes and datagrams sent so far by all members.
+fn traffic(members: &[GossipMember], channel: &ChannelTransport, path: Path) -> (u64, u64) {
+    match path {
+        Path::SealedUdp => members
+            .iter()
+            .map(|m| m.stats())
+            .fold((0, 0), |(b, d), s| (b + s.bytes_out, d + s.datagrams_out)),
+        Path::Channel => {
+            let s = channel.statistics();
+            (s.num_bytes_total, s.num_messages_total)
+        }
+    }
+}
+
+/// Process CPU time (user + system) in seconds, from /proc/self/stat (100 ticks per second).
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let after = stat.rsplit_once(')').map(|(_, s)| s).unwrap_or("");
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    let tick = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    (tick(11) + tick(12)) / 100.0
+}
+
+async fn wait_until<F, Fut>(within: Duration, every: Duration, mut done: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + within;
+    while Instant::now() < deadline {
+        if done().await {
+            return true;
+        }
+        tokio::time::sleep(every).await;
+    }
+    false
+}
+
+async fn load(members: Arc<Vec<GossipMember>>) {
+    let names: Vec<MetricName> = (0..10)
+        .map(|k| MetricName::new(format!("node_bench_load_{k}")).unwrap())
+        .collect();
+    let mut tick = tokio::time::interval(Duration::from_millis(100));
+    for round in 0usize.. {
+        tick.tick().await;
+        for (i, m) in members.iter().enumerate() {
+            let sample = Sample {
+                name: names[(round + i) % names.len()].clone(),
+                value: ((round * 31 + i * 7) % 1000) as f64 / 10.0,
+            };
+            let _ = m.publish_metrics(&[sample], SystemTime::now()).await;
+        }
+    }
+}
+
+async fn bench(run: &Run) -> Report {
+    let channel = ChannelTransport::with_mtu(65_507);
+    let wall = std::time::Instant::now();
+    let progress = |what: &str, clock: Instant| {
+        eprintln!(
+            "[{}@{}ms] {what} at {:.1}s clock, {:.0}s wall",
+            run.name,
+            run.interval.as_millis(),
+            clock.elapsed().as_secs_f64(),
+            wall.elapsed().as_secs_f64()
+        );
+    };
+    let started = Instant::now();
+    let members = Arc::new(start_members(run, &channel).await);
+    let n = members.len();
+    progress("members started", started);
+    let target = (0.99 * n as f64).ceil() as usize;
+
+    let membership = wait_until(Duration::from_secs(600), run.interval / 2, || async {
+        for m in members.iter() {
+            if m.live_count().await < target {
+                return false;
+            }
+        }
+        true
+    })
+    .await
+    .then(|| started.elapsed());
+    progress("membership", started);
+
+    // Idle: heartbeats and digests only.
+    let window = run.interval * 10;
+    let (b0, _) = traffic(&members, &channel, run.path);
+    let t0 = Instant::now();
+    tokio::time::sleep(window).await;
+    let (b1, _) = traffic(&members, &channel, run.path);
+    let idle_bps = (b1 - b0) as f64 / n as f64 / t0.elapsed().as_secs_f64();
+    progress("idle window done", started);
+
+    // Loaded: metric churn plus probes.
+    let trials = if n >= 1000 { 3 } else { 10 };
+    let arrivals: Arc<Mutex<Vec<Vec<Option<Instant>>>>> =
+        Arc::new(Mutex::new(vec![vec![None; n]; trials]));
+    let mut subscriptions = Vec::with_capacity(n);
+    for (i, m) in members.iter().enumerate() {
+        let arrivals = arrivals.clone();
+        let sub = m
+            .on_key_change("m:node_bench_probe", move |change| {
+                let trial = change
+                    .value
+                    .split_once('@')
+                    .and_then(|(v, _)| v.parse::<usize>().ok());
+                if let Some(t) = trial {
+                    let mut a = arrivals.lock().unwrap();
+                    if let Some(slot) = a.get_mut(t).and_then(|row| row.get_mut(i)) {
+                        slot.get_or_insert_with(Instant::now);
+                    }
+                }
+            })
+            .await;
+        subscriptions.push(sub);
+    }
+    let load_task = tokio::spawn(load(members.clone()));
+    let (b0, d0) = traffic(&members, &channel, run.path);
+    let cpu0 = cpu_seconds();
+    let t0 = Instant::now();
+    let probe = MetricName::new("node_bench_probe").unwrap();
+    let deadline = (run.interval * 30).max(Duration::from_secs(30));
+    let mut conv99 = Vec::new();
+    let mut conv100 = Vec::new();
+    for t in 0..trials {
+        let writer = &members[(t * 37 + 1) % n];
+        let start = Instant::now();
+        let sample = Sample {
+            name: probe.clone(),
+            value: t as f64,
+        };
+        writer
+            .publish_metrics(&[sample], SystemTime::now())
+            .await
+            .unwrap();
+        wait_until(deadline, Duration::from_millis(10), || async {
+            arrivals.lock().unwrap()[t].iter().all(Option::is_some)
+        })
+        .await;
+        let mut times: Vec<Duration> = arrivals.lock().unwrap()[t]
+            .iter()
+            .flatten()
+            .map(|at| at.saturating_duration_since(start))
+            .collect();
+        times.sort();
+        conv99.push(times.get(target - 1).copied());
+        conv100.push((times.len() == n).then(|| times[n - 1]));
+        progress(&format!("trial {t}: {}/{n} members", times.len()), started);
+    }
+    let (b1, d1) = traffic(&members, &channel, run.path);
+    let elapsed = t0.elapsed().as_secs_f64();
+    let cpu_per_node = (cpu_seconds() - cpu0) / elapsed / n as f64;
+    load_task.abort();
+    drop(subscriptions);
+    let drops = members
+        .iter()
+        .map(|m| m.stats().dropped.iter().sum::<u64>())
+        .sum();
+    Report {
+        membership,
+        conv99,
+        conv100,
+        idle_bps,
+        loaded_bps: (b1 - b0) as f64 / n as f64 / elapsed,
+        loaded_dps: (d1 - d0) as f64 / n as f64 / elapsed,
+        cpu_per_node,
+        drops,
+    }
+}

@@ -1,0 +1,818 @@
+//! One gossip member: a chitchat instance (protocol V1, compressed digests) on the sealed relay
+//! transport, with the schema's keys.
+//!
+//! Agents publish their node's metrics; observers (coordinator replicas) join with
+//! `role=observer` and publish nothing about nodes. Everyone reads every member's
+//! [`NodeState`] with its liveness from chitchat's phi-accrual failure detector, and can follow
+//! membership changes as [`MembershipEvent`]s. [`GossipMember::shutdown`] leaves cleanly: it
+//! publishes `leaving`, pushes it to a few live peers, then stops, so peers drop the member at
+//! once instead of after the failure detector's timeout. Dropping a member stops it without
+//! leaving, as a crash would.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fmt;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use chitchat::transport::Transport;
+use chitchat::{
+    Chitchat, ChitchatConfig, ChitchatHandle, ChitchatId, FailureDetectorConfig, ListenerHandle,
+    ProtocolVersion, spawn_chitchat,
+};
+use tokio::sync::{Mutex, broadcast, watch};
+
+use super::AbortOnDrop;
+use super::keyring::Keyring;
+use super::relay::{Protection, RelayConfig, RelayTransport, TransportCounters, TransportStats};
+use super::schema::{self, NodeState, Role, SchemaError, StateKey};
+use super::seal::Sealer;
+use crate::metric::{MetricName, Sample};
+
+/// Peers a leaving member pushes its `leaving` key to.
+const LEAVE_FANOUT: usize = 3;
+
+/// Capacity of the membership event channel; a receiver that lags resynchronises with
+/// [`GossipMember::members`].
+const EVENT_CAPACITY: usize = 1024;
+
+/// How gossip datagrams are protected.
+#[derive(Clone, Debug)]
+pub enum Security {
+    /// Sealed with this keyring (`--gossip-key-file`).
+    Sealed(Keyring),
+    /// Clear text (`--insecure-gossip`): dev clusters only.
+    Insecure,
+}
+
+/// Everything a member needs to join.
+#[derive(Clone, Debug)]
+pub struct GossipConfig {
+    /// The Kubernetes node name (agents) or a replica name (observers); unique in the cluster.
+    pub node_name: String,
+    /// Distinguishes restarts of the same node; must grow from one start to the next.
+    /// Defaults to the start time in Unix milliseconds.
+    pub generation: u64,
+    /// Members only talk to members of the same cluster id; it is also the AEAD's associated
+    /// data, so another cluster's datagrams do not open.
+    pub cluster_id: String,
+    /// Agent or observer.
+    pub role: Role,
+    /// UDP address to listen on; port 0 picks a free port.
+    pub listen_addr: SocketAddr,
+    /// Address peers reach this member at; defaults to the bound listen address, which must
+    /// then not be unspecified (`0.0.0.0`).
+    pub advertise_addr: Option<SocketAddr>,
+    /// Seeds: `ip:port` or `host:port` (chitchat re-resolves host names every minute, so a
+    /// headless Service works).
+    pub seeds: Vec<String>,
+    /// Time between gossip rounds.
+    pub gossip_interval: Duration,
+    /// Phi-accrual threshold above which a silent member counts as dead.
+    pub phi_threshold: f64,
+    /// How long a dead member stays known (as dead) before it is forgotten. It stays in every
+    /// digest for half of this, so keep it short: each agent restart leaves one dead member.
+    pub dead_node_grace_period: Duration,
+    /// How long deleted keys are remembered as tombstones.
+    pub tombstone_grace_period: Duration,
+    /// Sealed or insecure.
+    pub security: Security,
+    /// Relay table limits.
+    pub relay: RelayConfig,
+    /// Longest [`GossipMember::shutdown`] waits for the `leaving` key to go out.
+    pub leave_timeout: Duration,
+}
+
+// === impl GossipConfig ===
+
+impl GossipConfig {
+    /// A configuration with defaults: 1 s rounds, phi 8, 5 min grace periods, agent role,
+    /// generation = now in Unix milliseconds, no seeds.
+    pub fn new(
+        node_name: impl Into<String>,
+        cluster_id: impl Into<String>,
+        listen_addr: SocketAddr,
+        security: Security,
+    ) -> Self {
+        Self {
+            node_name: node_name.into(),
+            generation: schema::unix_ms(SystemTime::now()),
+            cluster_id: cluster_id.into(),
+            role: Role::Agent,
+            listen_addr,
+            advertise_addr: None,
+            seeds: Vec::new(),
+            gossip_interval: Duration::from_secs(1),
+            phi_threshold: 8.0,
+            dead_node_grace_period: Duration::from_secs(5 * 60),
+            tombstone_grace_period: Duration::from_secs(5 * 60),
+            security,
+            relay: RelayConfig::default(),
+            leave_timeout: Duration::from_secs(1),
+        }
+    }
+
+    fn failure_detector(&self) -> FailureDetectorConfig {
+        // The prior interval weighs like 5 samples; 5 rounds keeps a new member from flapping
+        // while heartbeats arrive about once a round afterwards. The window is 100 intervals,
+        // not chitchat's 1,000: it is 8 bytes per sample per member, 8 MB per agent at 1,000
+        // nodes otherwise, and 100 rounds are plenty for a mean.
+        FailureDetectorConfig {
+            phi_threshold: self.phi_threshold,
+            sampling_window_size: 100,
+            max_interval: (self.gossip_interval * 10).max(Duration::from_secs(10)),
+            initial_interval: self.gossip_interval * 5,
+            dead_node_grace_period: self.dead_node_grace_period,
+        }
+    }
+}
+
+/// Why a member could not start or do what was asked.
+#[derive(Debug, thiserror::Error)]
+pub enum GossipError {
+    /// A configuration value that cannot work.
+    #[error("gossip {field} {problem}")]
+    Config {
+        /// The setting.
+        field: &'static str,
+        /// What is wrong and what to do.
+        problem: &'static str,
+    },
+    /// The listen address could not be bound.
+    #[error(
+        "cannot bind gossip socket {addr}/UDP: {source}; is the port in use? pick another --gossip-listen"
+    )]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Listening on `0.0.0.0` with nothing to advertise.
+    #[error(
+        "gossip listens on {listen}, which peers cannot reach; pass --gossip-advertise with this node's IP"
+    )]
+    NoAdvertise {
+        /// The bound address.
+        listen: SocketAddr,
+    },
+    /// chitchat did not start.
+    #[error("cannot start gossip: {source}")]
+    Start {
+        /// chitchat's error.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// chitchat stopped with an error.
+    #[error("gossip stopped with an error: {source}")]
+    Stopped {
+        /// chitchat's error.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// A value or key the schema refuses.
+    #[error(transparent)]
+    Schema(#[from] SchemaError),
+    /// An observer asked to publish node keys.
+    #[error(
+        "observer {node} publishes no node keys; only agents publish metrics, rewards and violations"
+    )]
+    Observer {
+        /// The observer's name.
+        node: String,
+    },
+    /// A key the member manages itself, or one with a dedicated method.
+    #[error(
+        "gossip key {key} cannot be set directly; use publish_metrics for metrics, shutdown to leave"
+    )]
+    ManagedKey {
+        /// The key.
+        key: String,
+    },
+    /// Keyring replacement on an insecure member.
+    #[error(
+        "gossip runs with --insecure-gossip, so there is no keyring to replace; restart with --gossip-key-file"
+    )]
+    Insecure,
+}
+
+/// Results of this module.
+pub type Result<T, E = GossipError> = std::result::Result<T, E>;
+
+impl GossipError {
+    /// A bounded label for metrics.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Config { .. } => "config",
+            Self::Bind { .. } => "bind",
+            Self::NoAdvertise { .. } => "no_advertise",
+            Self::Start { .. } => "start",
+            Self::Stopped { .. } => "stopped",
+            Self::Schema(_) => "schema",
+            Self::Observer { .. } => "observer",
+            Self::ManagedKey { .. } => "managed_key",
+            Self::Insecure => "insecure",
+        }
+    }
+}
+
+/// Who a member is: node name, generation (one per start) and gossip address.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct MemberId {
+    /// Kubernetes node name (agents) or replica name (observers).
+    pub node_name: Arc<str>,
+    /// Start generation.
+    pub generation: u64,
+    /// Address peers gossip with.
+    pub gossip_addr: SocketAddr,
+}
+
+impl From<&ChitchatId> for MemberId {
+    fn from(id: &ChitchatId) -> Self {
+        Self {
+            node_name: id.node_id.clone(),
+            generation: id.generation_id,
+            gossip_addr: id.gossip_advertise_addr,
+        }
+    }
+}
+
+impl fmt::Display for MemberId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}#{}@{}",
+            self.node_name, self.generation, self.gossip_addr
+        )
+    }
+}
+
+/// Whether a member is up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Liveness {
+    /// The failure detector hears its heartbeats.
+    Live,
+    /// It announced it is leaving and is still heard.
+    Left,
+    /// The failure detector no longer hears it (or has not heard it twice yet).
+    Dead,
+}
+
+/// One member as seen from here.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Member {
+    /// Who.
+    pub id: MemberId,
+    /// Up or not.
+    pub liveness: Liveness,
+    /// Whether this is the member asking.
+    pub is_self: bool,
+    /// What it published, as far as this schema understands it.
+    pub state: NodeState,
+}
+
+/// A change in the set of live members or in one member's keys.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MembershipEvent {
+    /// A member became live.
+    Joined(MemberId),
+    /// A live member published new keys.
+    Updated(MemberId),
+    /// A member stopped being live: it left cleanly (`left`) or the failure detector gave up.
+    Departed {
+        /// Who.
+        id: MemberId,
+        /// Whether it announced leaving.
+        left: bool,
+    },
+}
+
+/// A key change seen by [`GossipMember::on_key_change`].
+#[derive(Debug, Clone, Copy)]
+pub struct KeyChange<'a> {
+    /// The member that owns the key.
+    pub node_name: &'a str,
+    /// Its generation.
+    pub generation: u64,
+    /// The key without the subscribed prefix.
+    pub key: &'a str,
+    /// The new value.
+    pub value: &'a str,
+}
+
+/// Keeps an [`GossipMember::on_key_change`] callback registered; dropping it unsubscribes.
+#[must_use = "dropping the subscription unsubscribes at once"]
+pub struct KeySubscription {
+    _handle: ListenerHandle,
+}
+
+impl fmt::Debug for KeySubscription {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("KeySubscription").finish_non_exhaustive()
+    }
+}
+
+/// A running gossip member.
+pub struct GossipMember {
+    handle: Option<ChitchatHandle>,
+    chitchat: Arc<Mutex<Chitchat>>,
+    id: MemberId,
+    role: Role,
+    counters: Arc<TransportCounters>,
+    sealer: Option<Sealer>,
+    events: broadcast::Sender<MembershipEvent>,
+    gossip_interval: Duration,
+    leave_timeout: Duration,
+    /// Whether the counters see this member's datagrams (our relay transport), so a leave can
+    /// wait for its pushes to go out.
+    counted: bool,
+    _watcher: AbortOnDrop,
+}
+
+// === impl GossipMember ===
+
+impl GossipMember {
+    /// Binds the gossip socket, then joins through the seeds on the sealed (or, if configured,
+    /// insecure) relay transport.
+    #[tracing::instrument(skip_all, fields(node.name = %config.node_name, gossip.listen = %config.listen_addr))]
+    pub async fn start(config: GossipConfig) -> Result<Self> {
+        let (protection, sealer) = match &config.security {
+            Security::Sealed(keyring) => {
+                let sealer = Sealer::new(keyring.clone(), config.cluster_id.as_bytes().to_vec());
+                tracing::info!(keys = ?keyring.fingerprints(), "gossip sealed; the first key seals");
+                (Protection::Sealed(sealer.clone()), Some(sealer))
+            }
+            Security::Insecure => {
+                tracing::warn!(
+                    "gossip is NOT encrypted (--insecure-gossip); use it in dev clusters only"
+                );
+                (Protection::Plain, None)
+            }
+        };
+        let transport = RelayTransport::new(protection, config.relay.clone());
+        let bound = transport
+            .prebind(config.listen_addr)
+            .map_err(|source| GossipError::Bind {
+                addr: config.listen_addr,
+                source,
+            })?;
+        let counters = transport.counters();
+        Self::spawn(config, bound, &transport, Some(counters), sealer).await
+    }
+
+    /// Joins over a transport of the caller's, typically chitchat's in-process
+    /// `ChannelTransport` in tests. `listen_addr` must name a port; `security` and `relay` are
+    /// not used (the transport decides), the transport counters stay at zero, and a leave waits
+    /// one gossip interval (at most `leave_timeout`) for its pushes.
+    pub async fn start_on(config: GossipConfig, transport: &dyn Transport) -> Result<Self> {
+        let listen = config.listen_addr;
+        Self::spawn(config, listen, transport, None, None).await
+    }
+
+    async fn spawn(
+        config: GossipConfig,
+        listen_addr: SocketAddr,
+        transport: &dyn Transport,
+        counters: Option<Arc<TransportCounters>>,
+        sealer: Option<Sealer>,
+    ) -> Result<Self> {
+        let invalid = |field, problem| Err(GossipError::Config { field, problem });
+        if config.node_name.is_empty() {
+            return invalid("node name", "is empty; pass --node-name");
+        }
+        if config.cluster_id.is_empty() {
+            return invalid(
+                "cluster id",
+                "is empty; give every member the same cluster id",
+            );
+        }
+        if config.gossip_interval.is_zero() {
+            return invalid("interval", "is zero; use something like 1s");
+        }
+        let advertise = config.advertise_addr.unwrap_or(listen_addr);
+        if advertise.ip().is_unspecified() || advertise.port() == 0 {
+            return Err(GossipError::NoAdvertise { listen: advertise });
+        }
+        let chitchat_id = ChitchatId::new(config.node_name.as_str(), config.generation, advertise);
+        let leaving_key = StateKey::Leaving.to_string();
+        let chitchat_config = ChitchatConfig {
+            chitchat_id: chitchat_id.clone(),
+            cluster_id: config.cluster_id.clone(),
+            gossip_interval: config.gossip_interval,
+            listen_addr,
+            seed_nodes: config.seeds.clone(),
+            failure_detector_config: config.failure_detector(),
+            marked_for_deletion_grace_period: config.tombstone_grace_period,
+            catchup_callback: None,
+            // Members that announced leaving drop out of the live-members watch at once.
+            extra_liveness_predicate: Some(Box::new(move |state| {
+                state.get(&leaving_key).is_none()
+            })),
+            protocol_version: ProtocolVersion::V1,
+        };
+        let handle = spawn_chitchat(
+            chitchat_config,
+            schema::identity_entries(config.role),
+            transport,
+        )
+        .await
+        .map_err(|e| GossipError::Start { source: e.into() })?;
+        let chitchat = handle.chitchat();
+        let live = chitchat.lock().await.live_nodes_watcher();
+        let (events, _) = broadcast::channel(EVENT_CAPACITY);
+        let watcher = tokio::spawn(watch_membership(live, events.clone(), chitchat.clone()));
+        let id = MemberId::from(&chitchat_id);
+        tracing::info!(member = %id, role = %config.role, seeds = ?config.seeds, "gossip member started");
+        Ok(Self {
+            handle: Some(handle),
+            chitchat,
+            id,
+            role: config.role,
+            counted: counters.is_some(),
+            counters: counters.unwrap_or_default(),
+            sealer,
+            events,
+            gossip_interval: config.gossip_interval,
+            leave_timeout: config.leave_timeout,
+            _watcher: AbortOnDrop(watcher),
+        })
+    }
+
+    /// This member's identity.
+    pub fn id(&self) -> &MemberId {
+        &self.id
+    }
+
+    /// The transport's live counters (bytes, datagrams, drops by reason, relays).
+    pub fn counters(&self) -> Arc<TransportCounters> {
+        self.counters.clone()
+    }
+
+    /// A copy of the transport counters now.
+    pub fn stats(&self) -> TransportStats {
+        self.counters.snapshot()
+    }
+
+    /// Publishes samples measured at `measured_at` (one key per metric, so gossip ships only
+    /// what changed). Nothing is published if any sample is refused.
+    pub async fn publish_metrics(&self, samples: &[Sample], measured_at: SystemTime) -> Result<()> {
+        self.ensure_agent()?;
+        let entries = samples
+            .iter()
+            .map(|s| schema::metric_entry(s, measured_at))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut chitchat = self.chitchat.lock().await;
+        let state = chitchat.self_node_state();
+        for (key, value) in entries {
+            state.set(key, value);
+        }
+        Ok(())
+    }
+
+    /// Deletes metrics no longer measured; readers stop seeing them at once.
+    pub async fn remove_metrics(&self, names: &[MetricName]) -> Result<()> {
+        self.ensure_agent()?;
+        let keys: Vec<String> = names
+            .iter()
+            .map(|n| StateKey::Metric(n.clone()).to_string())
+            .collect();
+        self.delete_keys(&keys).await;
+        Ok(())
+    }
+
+    /// Sets a reserved key (`r:` reward or `v:` violation).
+    pub async fn set(&self, key: &StateKey, value: &str) -> Result<()> {
+        self.ensure_settable(key)?;
+        key.validate()?;
+        key.validate_value(value)?;
+        self.chitchat
+            .lock()
+            .await
+            .self_node_state()
+            .set(key.to_string(), value);
+        Ok(())
+    }
+
+    /// Deletes a reserved key (`r:` reward or `v:` violation), if present.
+    pub async fn delete(&self, key: &StateKey) -> Result<()> {
+        self.ensure_settable(key)?;
+        self.delete_keys(&[key.to_string()]).await;
+        Ok(())
+    }
+
+    async fn delete_keys(&self, keys: &[String]) {
+        let mut chitchat = self.chitchat.lock().await;
+        let state = chitchat.self_node_state();
+        for key in keys {
+            if state.get(key).is_some() {
+                state.delete(key);
+            }
+        }
+    }
+
+    fn ensure_agent(&self) -> Result<()> {
+        match self.role {
+            Role::Agent => Ok(()),
+            Role::Observer => Err(GossipError::Observer {
+                node: self.id.node_name.to_string(),
+            }),
+        }
+    }
+
+    fn ensure_settable(&self, key: &StateKey) -> Result<()> {
+        self.ensure_agent()?;
+        match key {
+            StateKey::Reward(_) | StateKey::Violation(_) => Ok(()),
+            _ => Err(GossipError::ManagedKey {
+                key: key.to_string(),
+            }),
+        }
+    }
+
+    /// Every known member, self included, one per node name (the newest generation), sorted by
+    /// name. Dead members stay listed until the dead-node grace period ends; observers are
+    /// listed too (`state.role`), so cluster views keep only `state.is_agent()`.
+    pub async fn members(&self) -> Vec<Member> {
+        let chitchat = self.chitchat.lock().await;
+        let live: HashSet<&ChitchatId> = chitchat.live_nodes().collect();
+        let mut newest: BTreeMap<&str, (&ChitchatId, &chitchat::NodeState)> = BTreeMap::new();
+        for (id, node) in chitchat.node_states() {
+            let slot = newest.entry(&id.node_id).or_insert((id, node));
+            if slot.0.generation_id < id.generation_id {
+                *slot = (id, node);
+            }
+        }
+        newest
+            .into_values()
+            .map(|(id, node)| describe(&chitchat, id, node, live.contains(id)))
+            .collect()
+    }
+
+    /// One member by node name (its newest generation), as [`Self::members`] would list it;
+    /// cheaper when following [`MembershipEvent`]s one node at a time.
+    pub async fn member(&self, node_name: &str) -> Option<Member> {
+        let chitchat = self.chitchat.lock().await;
+        let (id, node) = chitchat
+            .node_states()
+            .iter()
+            .filter(|(id, _)| &*id.node_id == node_name)
+            .max_by_key(|(id, _)| id.generation_id)?;
+        let live = chitchat.live_nodes().any(|l| l == id);
+        Some(describe(&chitchat, id, node, live))
+    }
+
+    /// Number of members the failure detector hears, self included (cheap: nothing is parsed;
+    /// members announcing `leaving` still count until they go quiet).
+    pub async fn live_count(&self) -> usize {
+        self.chitchat.lock().await.live_nodes().count()
+    }
+
+    /// Membership changes from now on. A receiver that lags gets `RecvError::Lagged` and should
+    /// resynchronise with [`Self::members`].
+    pub fn events(&self) -> broadcast::Receiver<MembershipEvent> {
+        self.events.subscribe()
+    }
+
+    /// Calls `callback` for every key under `prefix` that a member sets or changes (deletions
+    /// are not reported), until the subscription is dropped. It runs with the gossip state
+    /// locked: keep it short and do not call this member from it.
+    pub async fn on_key_change(
+        &self,
+        prefix: &str,
+        callback: impl Fn(KeyChange<'_>) + Send + Sync + 'static,
+    ) -> KeySubscription {
+        let handle = self
+            .chitchat
+            .lock()
+            .await
+            .subscribe_event(prefix, move |event| {
+                callback(KeyChange {
+                    node_name: &event.node.node_id,
+                    generation: event.node.generation_id,
+                    key: event.key,
+                    value: event.value,
+                });
+            });
+        KeySubscription { _handle: handle }
+    }
+
+    /// Replaces the keyring without a restart (a rotation step: install, use, remove).
+    pub fn replace_keyring(&self, keyring: Keyring) -> Result<()> {
+        let sealer = self.sealer.as_ref().ok_or(GossipError::Insecure)?;
+        tracing::info!(member = %self.id, keys = ?keyring.fingerprints(), "gossip keyring replaced");
+        sealer.replace_keyring(keyring);
+        Ok(())
+    }
+
+    /// Leaves cleanly: publishes `leaving`, pushes it to a few live peers (waiting at most
+    /// `leave_timeout` for the exchanges), then stops gossip.
+    #[tracing::instrument(skip_all, fields(member = %self.id))]
+    pub async fn shutdown(mut self) -> Result<()> {
+        let Some(handle) = self.handle.take() else {
+            return Ok(());
+        };
+        let peers: Vec<SocketAddr> = {
+            let mut chitchat = self.chitchat.lock().await;
+            chitchat
+                .self_node_state()
+                .set(StateKey::Leaving.to_string(), "1");
+            let me = chitchat.self_chitchat_id().clone();
+            chitchat
+                .live_nodes()
+                .filter(|id| **id != me)
+                .map(|id| id.gossip_advertise_addr)
+                .take(LEAVE_FANOUT)
+                .collect()
+        };
+        if !peers.is_empty() {
+            // Each push is Syn out, SynAck in, Ack (carrying `leaving`) out.
+            let target = self.counters.snapshot().datagrams_out + 2 * peers.len() as u64;
+            for peer in &peers {
+                let _ = handle.gossip(*peer);
+            }
+            let counters = self.counters.clone();
+            let counted = self.counted;
+            let one_round = self.leave_timeout.min(self.gossip_interval);
+            let flushed = tokio::time::timeout(self.leave_timeout, async move {
+                if !counted {
+                    // Nothing to observe on a foreign transport: give the pushes a round.
+                    return tokio::time::sleep(one_round).await;
+                }
+                while counters.snapshot().datagrams_out < target {
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+            })
+            .await;
+            tracing::info!(
+                peers = peers.len(),
+                flushed = flushed.is_ok(),
+                "left gossip"
+            );
+        }
+        handle
+            .shutdown()
+            .await
+            .map_err(|e| GossipError::Stopped { source: e.into() })
+    }
+}
+
+impl fmt::Debug for GossipMember {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GossipMember")
+            .field("id", &self.id)
+            .field("role", &self.role)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Reads one chitchat node state as a [`Member`].
+fn describe(
+    chitchat: &Chitchat,
+    id: &ChitchatId,
+    node: &chitchat::NodeState,
+    live: bool,
+) -> Member {
+    let state = NodeState::from_key_values(node.key_values());
+    let liveness = match (live, state.leaving) {
+        (false, _) => Liveness::Dead,
+        (true, true) => Liveness::Left,
+        (true, false) => Liveness::Live,
+    };
+    Member {
+        id: MemberId::from(id),
+        liveness,
+        is_self: id == chitchat.self_chitchat_id(),
+        state,
+    }
+}
+
+/// Turns chitchat's live-members watch into join, update and departure events.
+async fn watch_membership(
+    mut live: watch::Receiver<BTreeMap<ChitchatId, chitchat::NodeState>>,
+    events: broadcast::Sender<MembershipEvent>,
+    chitchat: Arc<Mutex<Chitchat>>,
+) {
+    let leaving_key = StateKey::Leaving.to_string();
+    let mut known: HashMap<ChitchatId, u64> = HashMap::new();
+    loop {
+        let current: HashMap<ChitchatId, u64> = live
+            .borrow_and_update()
+            .iter()
+            .map(|(id, state)| (id.clone(), state.max_version()))
+            .collect();
+        let mut batch = Vec::new();
+        for (id, version) in &current {
+            match known.get(id) {
+                None => batch.push(MembershipEvent::Joined(id.into())),
+                Some(v) if v != version => batch.push(MembershipEvent::Updated(id.into())),
+                Some(_) => {}
+            }
+        }
+        let gone: Vec<&ChitchatId> = known
+            .keys()
+            .filter(|id| !current.contains_key(*id))
+            .collect();
+        if !gone.is_empty() {
+            let chitchat = chitchat.lock().await;
+            for id in gone {
+                let left = chitchat
+                    .node_state(id)
+                    .is_some_and(|s| s.get(&leaving_key).is_some());
+                batch.push(MembershipEvent::Departed {
+                    id: id.into(),
+                    left,
+                });
+            }
+        }
+        for event in batch {
+            // No receiver is fine: events are for whoever listens.
+            let _ = events.send(event);
+        }
+        known = current;
+        if live.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn config(name: &str) -> GossipConfig {
+        GossipConfig::new(
+            name,
+            "mesh",
+            "127.0.0.1:0".parse().unwrap(),
+            Security::Insecure,
+        )
+    }
+
+    #[tokio::test]
+    async fn unreachable_advertise_addresses_are_refused() {
+        let mut c = config("n1");
+        c.listen_addr = "0.0.0.0:0".parse().unwrap();
+        let err = GossipMember::start(c).await.unwrap_err();
+        assert_eq!(err.kind(), "no_advertise");
+        assert!(err.to_string().contains("--gossip-advertise"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn empty_names_and_zero_intervals_are_refused() {
+        let err = GossipMember::start(config("")).await.unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "gossip node name is empty; pass --node-name"
+        );
+        let mut c = config("n1");
+        c.gossip_interval = Duration::ZERO;
+        assert_eq!(GossipMember::start(c).await.unwrap_err().kind(), "config");
+    }
+
+    #[tokio::test]
+    async fn observers_publish_nothing_and_agents_only_reserved_keys() {
+        let mut c = config("coordinator-0");
+        c.role = Role::Observer;
+        let observer = GossipMember::start(c).await.unwrap();
+        let sample = Sample {
+            name: MetricName::new("x").unwrap(),
+            value: 1.0,
+        };
+        let err = observer
+            .publish_metrics(&[sample], SystemTime::now())
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), "observer");
+        let me = observer.members().await;
+        assert_eq!(me.len(), 1);
+        assert_eq!(me[0].state.role, Some(Role::Observer));
+        assert!(!me[0].state.is_agent());
+
+        let agent = GossipMember::start(config("n1")).await.unwrap();
+        let err = agent.set(&StateKey::Leaving, "1").await.unwrap_err();
+        assert_eq!(err.kind(), "managed_key");
+        agent
+            .set(&StateKey::Violation("high-cpu".into()), "cpu>0.9")
+            .await
+            .unwrap();
+        let big = "x".repeat(schema::MAX_VALUE_LEN + 1);
+        let err = agent
+            .set(&StateKey::Reward("web".into()), &big)
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), "schema");
+        let me = agent.members().await;
+        assert_eq!(me[0].state.violations["high-cpu"], "cpu>0.9");
+        assert_eq!(me[0].state.schema_version, Some(schema::SCHEMA_VERSION));
+        assert!(me[0].is_self);
+        assert_eq!(
+            agent
+                .replace_keyring(Keyring::from_keys(&[[1; 32]]).unwrap())
+                .unwrap_err()
+                .kind(),
+            "insecure"
+        );
+    }
+}

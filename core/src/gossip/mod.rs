@@ -1,0 +1,29 @@
+//! Gossip: how node state travels between agents and coordinator replicas.
+//!
+//! - [`schema`]: the keys a node publishes and how readers parse them (pure, no I/O).
+//! - [`keyring`] and [`seal`]: the AEAD keys from a mounted Secret and the datagram framing.
+//! - [`relay`]: the transport adapter that seals chitchat's datagrams at a socket we own.
+//! - [`member`]: one chitchat member (agent or observer) with publish, read, watch and leave.
+
+pub mod keyring;
+pub mod member;
+pub mod relay;
+pub mod schema;
+pub mod seal;
+
+pub use keyring::{Keyring, KeyringError};
+pub use member::{
+    GossipConfig, GossipError, GossipMember, KeyChange, KeySubscription, Liveness, Member,
+    MemberId, MembershipEvent, Security,
+};
+pub use relay::{DropReason, RelayConfig, TransportCounters, TransportStats};
+pub use schema::{MetricValue, NodeState, Role, SCHEMA_VERSION, StateKey};
+
+/// Aborts a task when dropped, so no task outlives its owner.
+pub(crate) struct AbortOnDrop(pub(crate) tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}

@@ -1,0 +1,432 @@
+//! The QUIC link end to end on 127.0.0.1: mutual TLS, requests and responses, rejection of
+//! strangers, bad frames, concurrency and graceful shutdown.
+
+#![allow(clippy::unwrap_used)]
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rustls::pki_types::CertificateDer;
+use rustls::pki_types::pem::PemObject;
+use telemesh_core::pod::PodFigures;
+use telemesh_core::quic::{
+    self, DevCa, Handler, HandlerFuture, QuicClient, QuicError, QuicServer, TlsFiles, tls,
+};
+use telemesh_core::wire::{self, Request, Response};
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+const LOCAL: ([u8; 4], u16) = ([127, 0, 0, 1], 0);
+/// Upper bound for things that should happen promptly; never a wait in itself.
+const BOUND: Duration = Duration::from_secs(20);
+
+struct Pki {
+    _dir: tempfile::TempDir,
+    ca: DevCa,
+    agent: TlsFiles,
+    coordinator: TlsFiles,
+}
+
+fn pki() -> Pki {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = DevCa::create(dir.path(), "telemesh test CA").unwrap();
+    let agent = ca.issue("node-a", &["node-a", "127.0.0.1"]).unwrap();
+    let coordinator = ca.issue("coordinator", &["coordinator"]).unwrap();
+    Pki {
+        _dir: dir,
+        ca,
+        agent,
+        coordinator,
+    }
+}
+
+/// Blocks `pod_telemetry` until released, to hold a request in flight.
+struct Gate {
+    entered: Notify,
+    release: Notify,
+}
+
+struct TestHandler {
+    gate: Option<Arc<Gate>>,
+}
+
+fn pods() -> Vec<PodFigures> {
+    (0..3)
+        .map(|i| PodFigures {
+            namespace: "default".into(),
+            name: format!("pod-{i}"),
+            uid: format!("uid-{i}"),
+            at_unix_ms: 1_700_000_000_000,
+            cpu_usage_usec: Some(1_000 * i),
+            memory_bytes: Some(1 << 20),
+            memory_pressure_some_avg10: Some(1.5),
+            ..PodFigures::default()
+        })
+        .collect()
+}
+
+impl Handler for TestHandler {
+    fn ping(&self, nonce: u64) -> Response {
+        Response::Pong {
+            nonce,
+            node_name: "node-a".into(),
+            agent_version: "test-1".into(),
+        }
+    }
+
+    fn pod_telemetry(&self) -> HandlerFuture<'_> {
+        Box::pin(async move {
+            if let Some(gate) = &self.gate {
+                gate.entered.notify_one();
+                gate.release.notified().await;
+            }
+            Response::PodTelemetry {
+                node_name: "node-a".into(),
+                pods: pods(),
+            }
+        })
+    }
+}
+
+struct Running {
+    addr: SocketAddr,
+    shutdown: CancellationToken,
+    task: JoinHandle<()>,
+}
+
+impl Running {
+    async fn stop(self) {
+        self.shutdown.cancel();
+        tokio::time::timeout(BOUND, self.task)
+            .await
+            .expect("server stops promptly")
+            .unwrap();
+    }
+}
+
+fn serve(files: &TlsFiles, gate: Option<Arc<Gate>>) -> Running {
+    let server = QuicServer::bind(
+        LOCAL.into(),
+        tls::server_config(files).unwrap(),
+        Arc::new(TestHandler { gate }),
+    )
+    .unwrap();
+    let addr = server.local_addr();
+    assert!(addr.ip().is_loopback() && addr.port() != 0);
+    let shutdown = CancellationToken::new();
+    let task = tokio::spawn(server.run(shutdown.clone()));
+    Running {
+        addr,
+        shutdown,
+        task,
+    }
+}
+
+fn client(config: Arc<rustls::ClientConfig>) -> QuicClient {
+    QuicClient::bind(config, LOCAL.into()).unwrap()
+}
+
+fn assert_three_pods(response: Response) {
+    match response {
+        Response::PodTelemetry { node_name, pods: p } => {
+            assert_eq!(node_name, "node-a");
+            assert_eq!(p, pods());
+        }
+        other => panic!("expected PodTelemetry, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn pong_and_pod_telemetry_end_to_end() {
+    let pki = pki();
+    let server = serve(&pki.agent, None);
+    let client = client(tls::client_config(&pki.coordinator).unwrap());
+
+    let conn = client.connect(server.addr, "node-a").await.unwrap();
+    assert_eq!(conn.peer().node_name, "node-a");
+    assert_eq!(conn.peer().agent_version, "test-1");
+    assert_eq!(conn.remote_address(), server.addr);
+
+    match conn.request(&Request::Ping { nonce: 99 }).await.unwrap() {
+        Response::Pong { nonce, .. } => assert_eq!(nonce, 99),
+        other => panic!("expected Pong, got {other:?}"),
+    }
+    assert_three_pods(conn.request(&Request::PodTelemetry).await.unwrap());
+
+    // The connection is reused per agent address, by connect and by request alike.
+    let again = client.connect(server.addr, "node-a").await.unwrap();
+    assert_eq!(again.stable_id(), conn.stable_id());
+    assert_three_pods(
+        client
+            .request(server.addr, "node-a", &Request::PodTelemetry)
+            .await
+            .unwrap(),
+    );
+    assert_eq!(
+        client
+            .connect(server.addr, "node-a")
+            .await
+            .unwrap()
+            .stable_id(),
+        conn.stable_id()
+    );
+
+    // A closed connection is replaced, not handed out.
+    conn.close();
+    let fresh = client.connect(server.addr, "node-a").await.unwrap();
+    assert_ne!(fresh.stable_id(), conn.stable_id());
+    assert!(conn.request(&Request::PodTelemetry).await.is_err());
+    assert_three_pods(fresh.request(&Request::PodTelemetry).await.unwrap());
+
+    client.close().await;
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_requests_share_one_connection() {
+    let pki = pki();
+    let server = serve(&pki.agent, None);
+    let client = client(tls::client_config(&pki.coordinator).unwrap());
+    let conn = client.connect(server.addr, "node-a").await.unwrap();
+
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..64u64 {
+        let conn = conn.clone();
+        tasks.spawn(async move {
+            let request = if i % 2 == 0 {
+                Request::PodTelemetry
+            } else {
+                Request::Ping { nonce: i }
+            };
+            (i, conn.request(&request).await)
+        });
+    }
+    let mut answered = 0;
+    while let Some(joined) = tasks.join_next().await {
+        let (i, response) = joined.unwrap();
+        match response.unwrap() {
+            Response::Pong { nonce, .. } => assert_eq!(nonce, i),
+            other => assert_three_pods(other),
+        }
+        answered += 1;
+    }
+    assert_eq!(answered, 64);
+    assert!(!conn.is_closed());
+    assert_eq!(
+        client
+            .connect(server.addr, "node-a")
+            .await
+            .unwrap()
+            .stable_id(),
+        conn.stable_id()
+    );
+
+    client.close().await;
+    server.stop().await;
+}
+
+fn ca_roots(ca: &Path) -> rustls::RootCertStore {
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_file_iter(ca).unwrap() {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    roots
+}
+
+fn assert_rejected(result: Result<quic::Connection, QuicError>, what: &str) -> String {
+    match result {
+        Ok(_) => panic!("{what}: connected"),
+        Err(e) => {
+            assert!(
+                matches!(e, QuicError::Link { .. }),
+                "{what}: expected a link error, got {e:?}"
+            );
+            e.to_string()
+        }
+    }
+}
+
+#[tokio::test]
+async fn client_without_certificate_is_rejected() {
+    let pki = pki();
+    let server = serve(&pki.agent, None);
+    let mut config = rustls::ClientConfig::builder_with_provider(tls::provider())
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .unwrap()
+        .with_root_certificates(ca_roots(&pki.ca.ca_path()))
+        .with_no_client_auth();
+    config.alpn_protocols = vec![tls::ALPN.to_vec()];
+    let client = client(Arc::new(config));
+
+    // The handshake completes on the client's side; the first request (connect's ping) fails.
+    let msg = assert_rejected(
+        client.connect(server.addr, "node-a").await,
+        "client without certificate",
+    );
+    assert!(msg.contains("certificate"), "{msg}");
+
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn client_with_certificate_from_another_ca_is_rejected() {
+    let pki = pki();
+    let other_dir = tempfile::tempdir().unwrap();
+    let other = DevCa::create(other_dir.path(), "some other CA").unwrap();
+    let stranger = other.issue("coordinator", &["coordinator"]).unwrap();
+    let server = serve(&pki.agent, None);
+
+    // Trusts the right CA (so it accepts the server), but presents the other CA's certificate.
+    let files = TlsFiles {
+        ca: pki.ca.ca_path(),
+        ..stranger
+    };
+    let client = client(tls::client_config(&files).unwrap());
+    let msg = assert_rejected(
+        client.connect(server.addr, "node-a").await,
+        "client from another CA",
+    );
+    assert!(msg.contains("handshake failed"), "{msg}");
+
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn client_refuses_a_server_from_another_ca_or_with_another_name() {
+    let pki = pki();
+    let server = serve(&pki.agent, None);
+
+    let other_dir = tempfile::tempdir().unwrap();
+    let other = DevCa::create(other_dir.path(), "some other CA").unwrap();
+    let files = TlsFiles {
+        ca: other.ca_path(),
+        ..pki.coordinator.clone()
+    };
+    let distrusting = client(tls::client_config(&files).unwrap());
+    let msg = assert_rejected(
+        distrusting.connect(server.addr, "node-a").await,
+        "server from another CA",
+    );
+    assert!(msg.contains("TLS handshake"), "{msg}");
+
+    let client = client(tls::client_config(&pki.coordinator).unwrap());
+    let msg = assert_rejected(
+        client.connect(server.addr, "node-b").await,
+        "server with another name",
+    );
+    assert!(msg.contains("TLS handshake"), "{msg}");
+    // The right name on the same client still works.
+    client.connect(server.addr, "node-a").await.unwrap();
+
+    client.close().await;
+    server.stop().await;
+}
+
+/// Sends raw bytes on one stream, finishes it, and decodes the answer.
+async fn raw_exchange(conn: &quinn::Connection, bytes: &[u8]) -> Response {
+    let (mut send, mut recv) = conn.open_bi().await.unwrap();
+    send.write_all(bytes).await.unwrap();
+    send.finish().unwrap();
+    let answer = recv.read_to_end(1 << 20).await.unwrap();
+    let (response, used) = wire::decode_frame::<Response>(&answer).unwrap();
+    assert_eq!(used, answer.len());
+    response
+}
+
+fn error_message(response: Response) -> String {
+    match response {
+        Response::Error { message } => message,
+        other => panic!("expected Error, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn bad_frames_get_clear_errors() {
+    let pki = pki();
+    let server = serve(&pki.agent, None);
+    let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(
+        tls::client_config(&pki.coordinator).unwrap(),
+    )
+    .unwrap();
+    let mut endpoint = quinn::Endpoint::client(LOCAL.into()).unwrap();
+    endpoint.set_default_client_config(quinn::ClientConfig::new(Arc::new(crypto)));
+    let conn = endpoint
+        .connect(server.addr, "node-a")
+        .unwrap()
+        .await
+        .unwrap();
+
+    // An unknown version.
+    let mut frame = wire::encode_frame(9, &Request::PodTelemetry, "request").unwrap();
+    let msg = error_message(raw_exchange(&conn, &frame).await);
+    assert!(msg.contains("unsupported protocol version 9"), "{msg}");
+
+    // Oversized: the header alone is refused (requests are capped far below 16 MiB).
+    let msg = error_message(raw_exchange(&conn, &(1u32 << 20).to_be_bytes()).await);
+    assert!(msg.contains("exceeds the limit"), "{msg}");
+    let msg = error_message(raw_exchange(&conn, &u32::MAX.to_be_bytes()).await);
+    assert!(msg.contains("exceeds the limit"), "{msg}");
+
+    // Truncated: the header promises more than the stream carries.
+    frame[..4].copy_from_slice(&10u32.to_be_bytes());
+    let msg = error_message(raw_exchange(&conn, &frame).await);
+    assert!(msg.contains("truncated frame"), "{msg}");
+    let msg = error_message(raw_exchange(&conn, &[0, 0]).await);
+    assert!(msg.contains("truncated frame"), "{msg}");
+
+    // Garbage body under the right version.
+    let msg = error_message(raw_exchange(&conn, &[0, 0, 0, 2, wire::VERSION, 77]).await);
+    assert!(msg.contains("malformed version 1 request"), "{msg}");
+
+    // The connection survives all of it.
+    assert_three_pods(
+        raw_exchange(
+            &conn,
+            &wire::Message::encode(&Request::PodTelemetry).unwrap(),
+        )
+        .await,
+    );
+
+    conn.close(0u32.into(), b"done");
+    endpoint.wait_idle().await;
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn shutdown_lets_requests_in_flight_finish_then_closes() {
+    let pki = pki();
+    let gate = Arc::new(Gate {
+        entered: Notify::new(),
+        release: Notify::new(),
+    });
+    let server = serve(&pki.agent, Some(gate.clone()));
+    let client = client(tls::client_config(&pki.coordinator).unwrap());
+    let conn = client.connect(server.addr, "node-a").await.unwrap();
+
+    let in_flight = tokio::spawn({
+        let conn = conn.clone();
+        async move { conn.request(&Request::PodTelemetry).await }
+    });
+    gate.entered.notified().await;
+
+    let Running { shutdown, task, .. } = server;
+    shutdown.cancel();
+    gate.release.notify_one();
+
+    assert_three_pods(
+        tokio::time::timeout(BOUND, in_flight)
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap(),
+    );
+    tokio::time::timeout(BOUND, task).await.unwrap().unwrap();
+
+    // The server said goodbye: the client's connection is closed, not left to time out.
+    let err = conn.request(&Request::Ping { nonce: 1 }).await.unwrap_err();
+    assert!(conn.is_closed(), "{err}");
+    assert!(err.to_string().contains("shutting down"), "{err}");
+}
