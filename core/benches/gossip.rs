@@ -12,8 +12,9 @@
 //!
 //! Every member seeds with the first three. Once every member hears 99 % of the members
 //! (`membership`), traffic is measured for 10 rounds idle (heartbeats and digests only), then
-//! with load: each node changes one of 10 metrics every 100 ms (10 updates/s) while a probe key
-//! is published on one member after another. Convergence is the time from publishing the probe
+//! with load: each node changes one of 10 metrics `GOSSIP_BENCH_UPDATES` times a second
+//! (default 10) while a probe key is published on one member after another. Members start
+//! spread over one interval, so their rounds are out of phase as in a real cluster. Convergence is the time from publishing the probe
 //! until 99 % (and 100 %) of members have it, from key-change callbacks. Bandwidth is bytes sent
 //! per node per second (as many are received). `cpu/node` is the process's CPU time per
 //! (clock) second divided by the member count, in % of one core: on the paused clock that is
@@ -74,6 +75,10 @@ fn parse_runs(spec: &str) -> Vec<Run> {
 
 fn main() {
     let spec = std::env::var("GOSSIP_BENCH").unwrap_or_else(|_| DEFAULT_RUNS.to_owned());
+    println!(
+        "load: {} metric updates per node per second (GOSSIP_BENCH_UPDATES)",
+        updates_per_second()
+    );
     println!(
         "{:<10} {:>5} {:>6} {:>10} {:>17} {:>9} {:>11} {:>11} {:>9} {:>9} {:>6}",
         "run",
@@ -187,6 +192,8 @@ async fn start_members(run: &Run, channel: &ChannelTransport) -> Vec<GossipMembe
             seeds.push(member.id().gossip_addr.to_string());
         }
         members.push(member);
+        // Spread the members' round phases over one interval, as in a real cluster.
+        tokio::time::sleep(run.interval / run.members as u32).await;
     }
     members
 }
@@ -203,6 +210,14 @@ fn traffic(members: &[GossipMember], channel: &ChannelTransport, path: Path) -> 
             (s.num_bytes_total, s.num_messages_total)
         }
     }
+}
+
+/// Metric updates per node per second while loaded: `GOSSIP_BENCH_UPDATES`, default 10.
+fn updates_per_second() -> u32 {
+    std::env::var("GOSSIP_BENCH_UPDATES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10)
 }
 
 /// Process CPU time (user + system) in seconds, from /proc/self/stat (100 ticks per second).
@@ -234,11 +249,11 @@ where
     false
 }
 
-async fn load(members: Arc<Vec<GossipMember>>) {
+async fn load(members: Arc<Vec<GossipMember>>, updates_per_second: u32) {
     let names: Vec<MetricName> = (0..10)
         .map(|k| MetricName::new(format!("node_bench_load_{k}")).unwrap())
         .collect();
-    let mut tick = tokio::time::interval(Duration::from_millis(100));
+    let mut tick = tokio::time::interval(Duration::from_secs(1) / updates_per_second.max(1));
     for round in 0usize.. {
         tick.tick().await;
         for (i, m) in members.iter().enumerate() {
@@ -313,7 +328,7 @@ async fn bench(run: &Run) -> Report {
             .await;
         subscriptions.push(sub);
     }
-    let load_task = tokio::spawn(load(members.clone()));
+    let load_task = tokio::spawn(load(members.clone(), updates_per_second()));
     let (b0, d0) = traffic(&members, &channel, run.path);
     let cpu0 = cpu_seconds();
     let t0 = Instant::now();
