@@ -11,23 +11,9 @@ use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use telemesh_agent::collect::{Collector, CollectorConfig, PodRef};
+use telemesh_core::testing::copy_tree;
 
 const PODS: usize = 100;
-
-/// Copies a fixture tree.
-fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
-    std::fs::create_dir_all(to)?;
-    for entry in std::fs::read_dir(from)? {
-        let entry = entry?;
-        let dest = to.join(entry.file_name());
-        if entry.file_type()?.is_dir() {
-            copy_tree(&entry.path(), &dest)?;
-        } else {
-            std::fs::copy(entry.path(), &dest)?;
-        }
-    }
-    Ok(())
-}
 
 /// A host root with `PODS` burstable pods (systemd driver), each a copy of the fixture's pod.
 fn host_with_pods(root: &Path) -> std::io::Result<Vec<PodRef>> {

@@ -13,6 +13,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, PostParams};
 use telemesh_core::gossip::{GossipConfig, GossipMember, Keyring, Security};
 use telemesh_core::metric::{MetricName, Sample};
+use telemesh_core::testing::{copy_tree, process_cpu_seconds, process_rss_mib};
 
 const KEY: &str = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=";
 
@@ -21,46 +22,6 @@ fn env_usize(name: &str, default: usize) -> usize {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
-}
-
-fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
-    std::fs::create_dir_all(to)?;
-    for entry in std::fs::read_dir(from)? {
-        let entry = entry?;
-        let dest = to.join(entry.file_name());
-        if entry.file_type()?.is_dir() {
-            copy_tree(&entry.path(), &dest)?;
-        } else {
-            std::fs::copy(entry.path(), &dest)?;
-        }
-    }
-    Ok(())
-}
-
-fn proc_status(pid: u32, field: &str) -> f64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_default()
-        .lines()
-        .find(|l| l.starts_with(field))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse::<f64>().ok())
-        .unwrap_or(0.0)
-        / 1024.0
-}
-
-fn cpu_seconds(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let fields: Vec<&str> = stat
-        .rsplit(')')
-        .next()
-        .unwrap_or_default()
-        .split_whitespace()
-        .collect();
-    [11, 12]
-        .iter()
-        .filter_map(|i| fields.get(*i)?.parse::<f64>().ok())
-        .sum::<f64>()
-        / 100.0
 }
 
 fn main() {
@@ -167,20 +128,20 @@ async fn run() {
     let warm = Duration::from_secs(env_usize("WARMUP", 20) as u64);
     tokio::time::sleep(warm).await;
     let in_view = peers[0].members().await.len();
-    let cpu0 = cpu_seconds(pid);
+    let cpu0 = process_cpu_seconds(pid);
     let t0 = Instant::now();
     let mut peak: f64 = 0.0;
     while t0.elapsed() < window {
         tokio::time::sleep(Duration::from_secs(1)).await;
-        peak = peak.max(proc_status(pid, "VmRSS:"));
+        peak = peak.max(process_rss_mib(pid));
     }
-    let cpu = cpu_seconds(pid) - cpu0;
+    let cpu = process_cpu_seconds(pid) - cpu0;
     println!(
         "agent footprint: {pods_n} pods on its node, {members} other sealed members ({in_view} members in view), 1 s intervals"
     );
     println!(
         "  RSS now {:.1} MiB, peak over {}s {:.1} MiB",
-        proc_status(pid, "VmRSS:"),
+        process_rss_mib(pid),
         window.as_secs(),
         peak
     );

@@ -11,25 +11,12 @@ use kube::api::{Api, PostParams};
 use telemesh_agent::config::{Cli, Config};
 use telemesh_core::quic::client::QuicClient;
 use telemesh_core::quic::tls::{DevCa, client_config};
-use telemesh_core::testing::eventually;
+use telemesh_core::testing::{copy_tree, eventually};
 use telemesh_core::wire::{Request, Response};
 use tokio_util::sync::CancellationToken;
 
 const POD_CGROUP: &str = "sys/fs/cgroup/kubepods.slice/kubepods-burstable.slice";
 const TEMPLATE: &str = "kubepods-burstable-pod6f1e2d3c_4b5a_4978_8a6b_5c4d3e2f1a0b.slice";
-
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let dest = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_tree(&entry.path(), &dest);
-        } else {
-            std::fs::copy(entry.path(), &dest).unwrap();
-        }
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pod_telemetry_comes_over_mutual_tls() {
@@ -52,7 +39,8 @@ async fn pod_telemetry_comes_over_mutual_tls() {
     copy_tree(
         &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/host-a"),
         &root,
-    );
+    )
+    .unwrap();
     let cgroups = root.join(POD_CGROUP);
     copy_tree(
         &cgroups.join(TEMPLATE),
@@ -60,7 +48,8 @@ async fn pod_telemetry_comes_over_mutual_tls() {
             "kubepods-burstable-pod{}.slice",
             uid.replace('-', "_")
         )),
-    );
+    )
+    .unwrap();
 
     let ca = DevCa::create(&dir.path().join("pki"), "telemesh-test-ca").unwrap();
     let agent_tls = ca.issue("agent", &["node-0", "127.0.0.1"]).unwrap();

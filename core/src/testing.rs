@@ -23,3 +23,43 @@ where
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// Copies a directory tree (fixture trees for tests and benchmarks).
+pub fn copy_tree(from: &std::path::Path, to: &std::path::Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(to)?;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let dest = to.join(entry.file_name());
+        if entry.file_type()?.is_dir() {
+            copy_tree(&entry.path(), &dest)?;
+        } else {
+            std::fs::copy(entry.path(), &dest)?;
+        }
+    }
+    Ok(())
+}
+
+/// Returns a process's resident memory in MiB (benchmarks read other processes' footprint).
+pub fn process_rss_mib(pid: u32) -> f64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse::<f64>().ok())
+        .unwrap_or(0.0)
+        / 1024.0
+}
+
+/// Returns the CPU time (user + system) a process has used, in seconds.
+pub fn process_cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let after_comm = stat.rsplit(')').next().unwrap_or_default();
+    let fields: Vec<&str> = after_comm.split_whitespace().collect();
+    // utime and stime are fields 14 and 15 of stat, 11 and 12 after the command name.
+    let ticks: f64 = [11, 12]
+        .iter()
+        .filter_map(|i| fields.get(*i)?.parse::<f64>().ok())
+        .sum();
+    ticks / 100.0
+}

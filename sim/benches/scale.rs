@@ -16,6 +16,7 @@ use futures::{StreamExt, TryStreamExt, stream};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
 use serde_json::json;
+use telemesh_core::testing::{process_cpu_seconds, process_rss_mib};
 use tokio::sync::mpsc;
 
 fn env_usize(name: &str, default: usize) -> usize {
@@ -23,31 +24,6 @@ fn env_usize(name: &str, default: usize) -> usize {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
-}
-
-/// Resident memory of a process, in MiB.
-fn rss_mib(pid: u32) -> f64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let kb: f64 = status
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0.0);
-    kb / 1024.0
-}
-
-/// CPU time (user + system) a process has used, in seconds.
-fn cpu_seconds(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let after_comm = stat.rsplit(')').next().unwrap_or_default();
-    let fields: Vec<&str> = after_comm.split_whitespace().collect();
-    // Fields 14 and 15 of stat (utime, stime) are at 11 and 12 after the command name.
-    let ticks: f64 = [11, 12]
-        .iter()
-        .filter_map(|i| fields.get(*i)?.parse::<f64>().ok())
-        .sum();
-    ticks / 100.0
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
@@ -135,7 +111,7 @@ async fn run() {
     println!(
         "start with {nodes} nodes:            {:>8.2} s, RSS {:.1} MiB",
         t.elapsed().as_secs_f64(),
-        rss_mib(pid)
+        process_rss_mib(pid)
     );
     let c = client(&sim.kubeconfig).await;
     let pods: Api<Pod> = Api::default_namespaced(c.clone());
@@ -164,7 +140,7 @@ async fn run() {
         nodes * per_node,
         populate.as_secs_f64(),
         (nodes * per_node) as f64 / populate.as_secs_f64(),
-        rss_mib(pid)
+        process_rss_mib(pid)
     );
 
     // Listing every pod: the raw response (server time + transfer), and kube-rs typed.
@@ -219,7 +195,7 @@ async fn run() {
     println!(
         "open {nodes} watches:                {:>8.2} s, RSS {:.1} MiB",
         t.elapsed().as_secs_f64(),
-        rss_mib(pid)
+        process_rss_mib(pid)
     );
 
     // Single updates: the time from sending the patch to the node's watcher having the event.
@@ -248,7 +224,7 @@ async fn run() {
     );
 
     // One update on every node: all watchers must see theirs.
-    let cpu0 = cpu_seconds(pid);
+    let cpu0 = process_cpu_seconds(pid);
     let t = Instant::now();
     let waiter = tokio::spawn(async move {
         let mut seen: HashMap<usize, Instant> = HashMap::new();
@@ -274,7 +250,7 @@ async fn run() {
     let patched = t.elapsed();
     let seen = Arc::new(waiter.await.expect("waiter"));
     let all_seen = seen.values().max().map(|m| *m - t).unwrap_or_default();
-    let cpu = cpu_seconds(pid) - cpu0;
+    let cpu = process_cpu_seconds(pid) - cpu0;
     println!(
         "{nodes} updates, one per node:        all watchers served in {:.2} s (patches done in {:.2} s); sim CPU {:.0} µs per update",
         all_seen.as_secs_f64(),
@@ -283,6 +259,6 @@ async fn run() {
     );
     println!(
         "final sim RSS:                      {:.1} MiB",
-        rss_mib(pid)
+        process_rss_mib(pid)
     );
 }

@@ -48,16 +48,7 @@ fn wall() -> SystemTime {
 
 /// Copies a fixture tree so a test can change it.
 fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let dest = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_tree(&entry.path(), &dest);
-        } else {
-            std::fs::copy(entry.path(), &dest).unwrap();
-        }
-    }
+    telemesh_core::testing::copy_tree(from, to).unwrap();
 }
 
 /// Samples host-a, then host-a-t2 two seconds later, through one collector whose root is a
