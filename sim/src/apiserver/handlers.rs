@@ -968,30 +968,18 @@ pub fn patch_object(
         if let Some(m) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
             m.insert("name".into(), json!(name));
         }
-        let managed = obj.pointer("/metadata/managedFields").cloned();
+        // The object is owned by the apply that created it: an empty manager makes the create
+        // path keep the managedFields apply wrote instead of recording an Update entry, so the
+        // object is written once (one ADDED event, as upstream).
         let mut create_opts = opts.clone();
-        create_opts.field_manager = opts.field_manager.clone();
-        let (stored, _) = match create_with(server, def, ns, obj.clone(), &create_opts) {
+        create_opts.field_manager = String::new();
+        let (stored, _) = match create_with(server, def, ns, obj, &create_opts) {
             // A concurrent create won: apply to what exists instead.
             Err(e) if e.code == 409 && e.reason == "AlreadyExists" => {
                 return patch_object(server, def, ns, name, sub, ty, body, opts);
             }
             other => other?,
         };
-        // create_with recorded an Update entry; an apply-created object is owned by Apply.
-        if let Some(managed) = managed
-            && !opts.dry_run
-        {
-            let stored = server.store.write(|txn| -> ApiResult<Arc<Stored>> {
-                let cur = txn
-                    .get(&def.id(), &k)
-                    .ok_or_else(|| ApiError::not_found(&def.group, &def.plural, name))?;
-                let mut v = cur.value();
-                v["metadata"]["managedFields"] = managed;
-                Ok(txn.put(def, k.clone(), v))
-            })?;
-            return Ok((StatusCode::CREATED, stored));
-        }
         return Ok((StatusCode::CREATED, stored));
     }
     let stored = server.store.write(|txn| -> ApiResult<Arc<Stored>> {
