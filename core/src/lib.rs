@@ -9,6 +9,7 @@ pub mod cli;
 pub mod gossip;
 pub mod metric;
 pub mod pod;
+pub mod policy;
 pub mod quic;
 pub mod shutdown;
 pub mod telemetry;
