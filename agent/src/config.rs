@@ -75,6 +75,10 @@ pub struct Cli {
     /// Local Prometheus endpoints to import node-level series from (node-exporter, textfile), comma separated URLs.
     #[arg(long, env = "TELEMESH_PROMETHEUS_ENDPOINTS", value_delimiter = ',')]
     pub prometheus_endpoints: Vec<String>,
+    /// node-exporter textfile-collector directory (a host path, read under --host-root): its
+    /// `*.prom` files are imported every collection.
+    #[arg(long, env = "TELEMESH_TEXTFILE_DIR")]
+    pub textfile_dir: Option<PathBuf>,
     /// How long tasks may take to stop after SIGTERM.
     #[arg(long, env = "TELEMESH_SHUTDOWN_GRACE", default_value = "5s", value_parser = parse_duration)]
     pub shutdown_grace: Duration,
@@ -133,6 +137,8 @@ pub struct Config {
     pub quic: Option<QuicConfig>,
     /// Prometheus endpoints.
     pub prometheus_endpoints: Vec<String>,
+    /// Textfile directory (host path).
+    pub textfile_dir: Option<PathBuf>,
     /// Shutdown grace.
     pub shutdown_grace: Duration,
 }
@@ -214,6 +220,7 @@ impl TryFrom<Cli> for Config {
             http_listen: cli.http_listen,
             quic,
             prometheus_endpoints: cli.prometheus_endpoints,
+            textfile_dir: cli.textfile_dir,
             shutdown_grace: cli.shutdown_grace,
         })
     }

@@ -276,14 +276,17 @@ pub async fn start(config: Config, stop: CancellationToken) -> anyhow::Result<Ag
     let node_name = config.node_name.clone();
     let interval = config.collect_interval;
     let band = config.deadband;
-    let host_root = config.host_root.clone();
+    let collector_config = CollectorConfig {
+        textfile_dir: config.textfile_dir.clone(),
+        ..CollectorConfig::with_root(config.host_root.clone())
+    };
     let urls: Vec<http::Uri> = config
         .prometheus_endpoints
         .iter()
         .filter_map(|u| u.parse().ok())
         .collect();
     tasks.spawn(async move {
-        let mut collector = Some(Collector::new(CollectorConfig::with_root(host_root)));
+        let mut collector = Some(Collector::new(collector_config.clone()));
         let mut publisher = Publisher::new(band);
         let http_client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new()).build_http();
         let rule = ImportRule::default();
@@ -311,7 +314,7 @@ pub async fn start(config: Config, stop: CancellationToken) -> anyhow::Result<Ag
                 Ok(r) => r,
                 Err(e) => {
                     tracing::error!(error = %e, "collection panicked; restarting the collector");
-                    (Collector::new(CollectorConfig::with_root(config.host_root.clone())), Default::default())
+                    (Collector::new(collector_config.clone()), Default::default())
                 }
             };
             collector = Some(c);

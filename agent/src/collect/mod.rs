@@ -29,6 +29,7 @@ pub mod procfs;
 pub mod prom;
 pub mod psi;
 pub mod resctrl;
+mod textfile;
 
 mod files;
 
@@ -67,6 +68,8 @@ pub enum Source {
     Cgroup,
     /// A local Prometheus endpoint.
     Prometheus,
+    /// `*.prom` files in the textfile directory.
+    Textfile,
 }
 
 impl Source {
@@ -83,6 +86,7 @@ impl Source {
             Self::Resctrl => "resctrl",
             Self::Cgroup => "cgroup",
             Self::Prometheus => "prometheus",
+            Self::Textfile => "textfile",
         }
     }
 
@@ -182,6 +186,8 @@ pub struct CollectorConfig {
     pub per_sensor: bool,
     /// Rescan directories (hwmon sensors, resctrl groups) every this many samples; at least 1.
     pub rescan_every: u32,
+    /// node-exporter textfile directory (a host path, read under `host_root`), if any.
+    pub textfile_dir: Option<PathBuf>,
 }
 
 impl Default for CollectorConfig {
@@ -191,6 +197,7 @@ impl Default for CollectorConfig {
             per_cpu: false,
             per_sensor: true,
             rescan_every: 60,
+            textfile_dir: None,
         }
     }
 }
@@ -218,6 +225,7 @@ pub struct Collector {
     hwmon: hwmon::HwmonReader,
     resctrl: resctrl::ResctrlReader,
     cgroup: cgroup::CgroupReader,
+    textfile: textfile::TextfileReader,
     ticks: u64,
 }
 
@@ -233,6 +241,7 @@ impl Collector {
             hwmon: hwmon::HwmonReader::new(&root, config.per_sensor),
             resctrl: resctrl::ResctrlReader::new(&root),
             cgroup: cgroup::CgroupReader::new(&root),
+            textfile: textfile::TextfileReader::new(&root, config.textfile_dir.as_deref()),
             ticks: 0,
             config,
         }
@@ -269,6 +278,8 @@ impl Collector {
         self.hwmon.read(rescan, buf, out);
         self.resctrl.read(now, rescan, buf, out);
         let pods = self.cgroup.read(pods, at_unix_ms, buf, out);
+        // After the built-ins, which win a name clash.
+        self.textfile.read(buf, out);
         out.last_len = out.samples.len();
         Collection {
             samples: std::mem::take(&mut out.samples),

@@ -686,3 +686,65 @@ fn every_published_name_is_documented_in_metrics_md() {
         );
     }
 }
+
+// === textfile ===
+
+#[test]
+fn textfile_series_are_imported_in_file_order_and_builtins_win() {
+    let tmp = tempfile::tempdir().unwrap();
+    copy_tree(&fixture("host-a"), tmp.path());
+    let dir = tmp.path().join("var/lib/node_exporter/textfile_collector");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("a.prom"),
+        "# TYPE node_health_metric gauge\nnode_health_metric 3\nfreeRAM 150.5\nnode_load1 999\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("b.prom"),
+        "node_health_metric 7\ntemperature{sensor=\"x\"} 80\nbroken line here\ntemperature 85\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("ignored.txt"), "node_other 1\n").unwrap();
+    let mut c = Collector::new(CollectorConfig {
+        textfile_dir: Some("/var/lib/node_exporter/textfile_collector".into()),
+        ..CollectorConfig::with_root(tmp.path())
+    });
+    let s = c.sample_at(Instant::now(), wall(), &[]);
+    // a.prom comes first; the labelled series is skipped; the bad line is reported by file.
+    assert_eq!(s.get("node_health_metric"), Some(3.0));
+    assert_eq!(s.get("freeRAM"), Some(150.5));
+    assert_eq!(s.get("temperature"), Some(85.0));
+    assert_eq!(s.get("node_other"), None);
+    // The agent's own load average, not the file's.
+    assert_eq!(s.get("node_load1"), Some(fixture_load1()));
+    let errors: Vec<_> = s
+        .errors
+        .iter()
+        .filter(|(src, _)| *src == Source::Textfile)
+        .collect();
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(errors[0].1.contains("b.prom"), "{}", errors[0].1);
+
+    // A value rewritten between samples is read again; a removed file's series disappear.
+    std::fs::write(dir.join("a.prom"), "node_health_metric 4\n").unwrap();
+    std::fs::remove_file(dir.join("b.prom")).unwrap();
+    let s = c.sample_at(Instant::now(), wall(), &[]);
+    assert_eq!(s.get("node_health_metric"), Some(4.0));
+    absent(&s, &["temperature", "freeRAM"]);
+}
+
+#[test]
+fn a_missing_textfile_directory_is_absent_not_an_error() {
+    let mut c = Collector::new(CollectorConfig {
+        textfile_dir: Some("/nope".into()),
+        ..CollectorConfig::with_root(fixture("host-a"))
+    });
+    let s = c.sample_at(Instant::now(), wall(), &[]);
+    assert!(s.errors.is_empty(), "{:?}", s.errors);
+}
+
+fn fixture_load1() -> f64 {
+    let text = std::fs::read_to_string(fixture("host-a").join("proc/loadavg")).unwrap();
+    text.split_whitespace().next().unwrap().parse().unwrap()
+}
