@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use telemesh_core::cli::{CommonArgs, parse_duration};
+use telemesh_core::policy::Unknown;
 
 /// `telemesh-agent` flags.
 #[derive(Debug, Clone, clap::Parser)]
@@ -79,6 +80,32 @@ pub struct Cli {
     /// `*.prom` files are imported every collection.
     #[arg(long, env = "TELEMESH_TEXTFILE_DIR")]
     pub textfile_dir: Option<PathBuf>,
+    /// How often TASPolicies are evaluated against this node (TAS's syncPeriod).
+    #[arg(long, env = "TELEMESH_POLICY_INTERVAL", default_value = "2s", value_parser = parse_duration)]
+    pub policy_interval: Duration,
+    /// What a rule whose metric is missing or stale counts as (TAS: not violating).
+    #[arg(long, env = "TELEMESH_UNKNOWN_METRICS", value_enum, default_value_t = Unknown::NotViolating)]
+    pub unknown_metrics: Unknown,
+    /// Age beyond which this node's own reading of a metric is unknown (the collection loop
+    /// stalled or a textfile stopped naming it).
+    #[arg(long, env = "TELEMESH_STALE_AFTER", default_value = "10s", value_parser = parse_duration)]
+    pub stale_after: Duration,
+    /// Evict this node's pods linked to a violated deschedule policy. Turn off when the
+    /// Kubernetes descheduler acts on the `<policy>=violating` labels instead.
+    #[arg(long, env = "TELEMESH_LOCAL_EVICTION", default_value_t = true, action = clap::ArgAction::Set)]
+    pub local_eviction: bool,
+    /// Log and record what would be evicted without evicting.
+    #[arg(long, env = "TELEMESH_EVICTION_DRY_RUN")]
+    pub eviction_dry_run: bool,
+    /// At most this many evictions from this node per minute.
+    #[arg(long, env = "TELEMESH_MAX_EVICTIONS_PER_MINUTE", default_value_t = 10)]
+    pub max_evictions_per_minute: u32,
+    /// Pods younger than this are not evicted (they may still be starting up).
+    #[arg(long, env = "TELEMESH_MIN_POD_AGE", default_value = "30s", value_parser = parse_duration)]
+    pub min_pod_age: Duration,
+    /// A deschedule violation must last this long before pods are evicted for it.
+    #[arg(long, env = "TELEMESH_VIOLATION_GRACE", default_value = "5s", value_parser = parse_duration)]
+    pub violation_grace: Duration,
     /// How long tasks may take to stop after SIGTERM.
     #[arg(long, env = "TELEMESH_SHUTDOWN_GRACE", default_value = "5s", value_parser = parse_duration)]
     pub shutdown_grace: Duration,
@@ -139,8 +166,36 @@ pub struct Config {
     pub prometheus_endpoints: Vec<String>,
     /// Textfile directory (host path).
     pub textfile_dir: Option<PathBuf>,
+    /// Policy evaluation.
+    pub policy: PolicyConfig,
     /// Shutdown grace.
     pub shutdown_grace: Duration,
+}
+
+/// Policy evaluation, labels and local eviction.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PolicyConfig {
+    /// Evaluation period.
+    pub interval: Duration,
+    /// Meaning of unknown metrics.
+    pub unknown: Unknown,
+    /// Own readings older than this are unknown.
+    pub stale_after: Duration,
+    /// Eviction guards; `None` turns local eviction off (labels only).
+    pub eviction: Option<EvictionConfig>,
+}
+
+/// Guards on local eviction.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EvictionConfig {
+    /// Record instead of evicting.
+    pub dry_run: bool,
+    /// Rate limit per node.
+    pub max_per_minute: u32,
+    /// Minimum pod age.
+    pub min_pod_age: Duration,
+    /// How long a violation must persist.
+    pub grace: Duration,
 }
 
 /// A flag combination that cannot work.
@@ -196,6 +251,8 @@ impl TryFrom<Cli> for Config {
             ("collect-interval", cli.collect_interval),
             ("gossip-interval", cli.gossip_interval),
             ("refresh", cli.refresh),
+            ("policy-interval", cli.policy_interval),
+            ("stale-after", cli.stale_after),
         ] {
             if d.is_zero() {
                 return Err(ConfigError::ZeroInterval(name));
@@ -221,6 +278,17 @@ impl TryFrom<Cli> for Config {
             quic,
             prometheus_endpoints: cli.prometheus_endpoints,
             textfile_dir: cli.textfile_dir,
+            policy: PolicyConfig {
+                interval: cli.policy_interval,
+                unknown: cli.unknown_metrics,
+                stale_after: cli.stale_after,
+                eviction: cli.local_eviction.then_some(EvictionConfig {
+                    dry_run: cli.eviction_dry_run,
+                    max_per_minute: cli.max_evictions_per_minute,
+                    min_pod_age: cli.min_pod_age,
+                    grace: cli.violation_grace,
+                }),
+            },
             shutdown_grace: cli.shutdown_grace,
         })
     }

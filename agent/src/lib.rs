@@ -1,15 +1,20 @@
 //! telemesh-agent: the per-node part of Telemesh. It samples its node (procfs, PSI, RDT,
 //! cgroup v2 per pod), publishes what changed to the gossip mesh, serves per-pod figures to the
-//! coordinator over QUIC, and exposes /metrics and health endpoints.
+//! coordinator over QUIC, and exposes /metrics and health endpoints. It also enforces
+//! TASPolicies on its own node: labels, policy status, and local eviction ([`enforcer`]).
 //!
 //! The binary is a thin `main`; everything runs from [`run`] so tests and the dev cluster can
 //! start agents in-process.
 
 pub mod collect;
 pub mod config;
+pub mod enforcer;
+pub mod evictor;
 pub mod http;
+pub mod labeler;
 pub mod metrics;
 pub mod pods;
+pub mod policies;
 pub mod publish;
 pub mod run;
 

@@ -40,6 +40,20 @@ pub struct DropLabels {
     pub reason: String,
 }
 
+/// Labels of the label-write counter.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct LabelWriteLabels {
+    /// `set` or `removed`.
+    pub action: String,
+}
+
+/// Labels of the eviction counter.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct EvictionLabels {
+    /// What the attempt did (`evicted`, `blocked_by_budget`, `dry_run`, ...).
+    pub outcome: String,
+}
+
 /// Handles to the agent's metrics.
 #[derive(Clone, Debug)]
 pub struct AgentMetrics {
@@ -53,6 +67,12 @@ pub struct AgentMetrics {
     pub gossip_dropped: Family<DropLabels, Counter>,
     /// Metric values published to gossip.
     pub published: Counter,
+    /// Node labels written by policies, by action.
+    pub labels_written: Family<LabelWriteLabels, Counter>,
+    /// Eviction attempts by outcome.
+    pub evictions: Family<EvictionLabels, Counter>,
+    /// Policies this node violates now (any strategy).
+    pub policies_violated: Gauge,
 }
 
 impl AgentMetrics {
@@ -88,12 +108,33 @@ impl AgentMetrics {
             "Metric values published to gossip",
             published.clone(),
         );
+        let labels_written = Family::default();
+        let evictions = Family::default();
+        let policies_violated = Gauge::default();
+        registry.register(
+            "policy_labels_written",
+            "Node labels set or removed because of TASPolicies",
+            labels_written.clone(),
+        );
+        registry.register(
+            "evictions",
+            "Eviction attempts of pods linked to a violated deschedule policy, by outcome",
+            evictions.clone(),
+        );
+        registry.register(
+            "policies_violated",
+            "TASPolicies this node violates now (any strategy)",
+            policies_violated.clone(),
+        );
         Self {
             node_metric,
             collection_seconds,
             gossip_peers,
             gossip_dropped,
             published,
+            labels_written,
+            evictions,
+            policies_violated,
         }
     }
 }

@@ -77,6 +77,19 @@ impl Agent {
 
 /// Builds the kube client: the given kubeconfig, else in-cluster, else `$KUBECONFIG`.
 pub async fn kube_client(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<kube::Client> {
+    let config = kube_config(kubeconfig).await?;
+    kube::Client::try_from(config).context("building the Kubernetes client")
+}
+
+/// A client that does not retry 429s: for evictions, a disruption budget's refusal is the
+/// answer, tried again on a later pass, not fifteen times within the call.
+async fn eviction_client(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<kube::Client> {
+    let mut config = kube_config(kubeconfig).await?;
+    config.default_retry = false;
+    kube::Client::try_from(config).context("building the Kubernetes client")
+}
+
+async fn kube_config(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<kube::Config> {
     let config = match kubeconfig {
         Some(path) => {
             let kc = kube::config::Kubeconfig::read_from(path)
@@ -89,7 +102,7 @@ pub async fn kube_client(kubeconfig: Option<&std::path::Path>) -> anyhow::Result
             .await
             .context("no kubeconfig: pass --kubeconfig, run in a cluster, or set KUBECONFIG")?,
     };
-    kube::Client::try_from(config).context("building the Kubernetes client")
+    Ok(config)
 }
 
 /// Answers the coordinator's QUIC requests from the latest collection.
@@ -209,7 +222,23 @@ pub async fn start(config: Config, stop: CancellationToken) -> anyhow::Result<Ag
     let gossip = Arc::new(tokio::sync::Mutex::new(Some(member)));
 
     let client = kube_client(config.kubeconfig.as_deref()).await?;
-    let pods = crate::pods::watch_node_pods(client, &config.node_name, stop.child_token());
+    let pods = crate::pods::watch_node_pods(client.clone(), &config.node_name, stop.child_token());
+    let policy_store = crate::policies::watch_policies(client.clone(), stop.child_token());
+    let latest_samples: crate::enforcer::LatestSamples = Arc::new(RwLock::new(None));
+    {
+        let inputs = crate::enforcer::Inputs {
+            node_name: config.node_name.clone(),
+            client: client.clone(),
+            eviction_client: eviction_client(config.kubeconfig.as_deref()).await?,
+            policies: policy_store,
+            pods: pods.clone(),
+            samples: latest_samples.clone(),
+            gossip: gossip.clone(),
+            config: config.policy.clone(),
+            metrics: metrics.clone(),
+        };
+        tasks.spawn(crate::enforcer::run(inputs, stop.child_token()));
+    }
     let pods_synced = Arc::new(AtomicBool::new(false));
     {
         let (pods, synced) = (pods.clone(), pods_synced.clone());
@@ -331,6 +360,7 @@ pub async fn start(config: Config, stop: CancellationToken) -> anyhow::Result<Ag
                 metrics.node_metric.get_or_create(&MetricLabel { metric: s.name.to_string() }).set(s.value);
             }
             *latest_pods.write() = collection.pods;
+            *latest_samples.write() = Some((SystemTime::now(), collection.samples.clone()));
             let selection = publisher.select(&collection.samples, tokio::time::Instant::now());
             let guard = gossip_loop.lock().await;
             let Some(member) = guard.as_ref() else { break };

@@ -115,8 +115,10 @@ pub struct ViolatedRule {
     pub operator: String,
     /// The rule's target.
     pub target: f64,
-    /// The value measured on the node.
-    pub value: f64,
+    /// The value measured on the node; absent when the metric is unknown and unknown counts as
+    /// violating.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<f64>,
 }
 
 #[cfg(test)]

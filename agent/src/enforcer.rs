@@ -1,0 +1,460 @@
+//! The policy loop: every evaluation period, every TASPolicy is evaluated against this node's
+//! latest collection, and the node is brought in line: its labels ([`crate::labeler`]), its
+//! entry in each policy's status, its `v:` gossip keys, and the eviction of its pods linked to a
+//! violated deschedule policy ([`crate::evictor`]). Nothing is written when nothing changed.
+//!
+//! Status: each agent writes only `status.nodes.<its node>` of a policy, by JSON merge patch on
+//! the status subresource: agents never contend for one field (no resourceVersion conflicts at
+//! 5,000 nodes), and a reader sees in one object which nodes violate which rule with which
+//! value. The entry is rewritten when the set of violated rules changes, not when a value moves
+//! while the rules stay violated (that would be a write per tick). `status.problems` is written
+//! by whichever agent first sees it differ from the compiled policy's problems; every agent
+//! computes the same list, so late writers find it done.
+//!
+//! Label collisions: `<policy>=violating` is keyed by the bare policy name because the
+//! descheduler's node affinity (`<policy> NotIn [violating]`) and TAS users expect that key. Two
+//! policies with one name in two namespaces therefore share the label, which is set while either
+//! is violated; their pods are still evicted only for their own namespace's policy.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod};
+use kube::api::{Patch, PatchParams};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::reflector::Store;
+use kube::{Api, Client, ResourceExt as _};
+use parking_lot::RwLock;
+use telemesh_core::gossip::{GossipMember, MetricValue, NodeState, StateKey};
+use telemesh_core::metric::Sample;
+use telemesh_core::policy::crd::{NodeViolation, ViolatedRule};
+use telemesh_core::policy::{
+    NodeReadings, POLICY_LINK_LABEL, Policy, RuleOutcome, TASPolicy, VIOLATING, Verdict,
+};
+use tokio_util::sync::CancellationToken;
+
+use crate::config::PolicyConfig;
+use crate::evictor::{Evictor, Outcome, eligibility, truncate};
+use crate::labeler::{LabelChange, Labeler};
+use crate::metrics::{AgentMetrics, EvictionLabels, LabelWriteLabels};
+use crate::policies::Compiled;
+
+/// The latest collection's node samples and when they were taken.
+pub type LatestSamples = Arc<RwLock<Option<(SystemTime, Vec<Sample>)>>>;
+
+/// What the loop needs from the rest of the agent.
+pub struct Inputs {
+    /// This node.
+    pub node_name: String,
+    /// Client for labels, status and events.
+    pub client: Client,
+    /// Client without 429 retries, for evictions.
+    pub eviction_client: Client,
+    /// All TASPolicies.
+    pub policies: Store<TASPolicy>,
+    /// This node's pods.
+    pub pods: Store<Pod>,
+    /// The collection loop's output.
+    pub samples: LatestSamples,
+    /// The gossip member, for `v:` keys (None once shut down).
+    pub gossip: Arc<tokio::sync::Mutex<Option<GossipMember>>>,
+    /// Settings.
+    pub config: PolicyConfig,
+    /// Metrics.
+    pub metrics: AgentMetrics,
+}
+
+/// One policy's outcome on this node.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Outcomes {
+    /// `dontschedule`, if the policy has it.
+    pub dont_schedule: Option<Verdict>,
+    /// `deschedule`, if the policy has it.
+    pub deschedule: Option<Verdict>,
+    /// `labeling` verdict and the labels it wants.
+    pub labeling: Option<(BTreeMap<String, String>, Verdict)>,
+}
+
+impl Outcomes {
+    /// Evaluates a compiled policy against `readings`.
+    pub fn evaluate(policy: &Policy, readings: &NodeReadings<'_>, config: &PolicyConfig) -> Self {
+        Self {
+            dont_schedule: policy
+                .dont_schedule
+                .as_ref()
+                .map(|s| s.evaluate(readings, config.unknown)),
+            deschedule: policy
+                .deschedule
+                .as_ref()
+                .map(|s| s.evaluate(readings, config.unknown)),
+            labeling: policy
+                .labeling
+                .as_ref()
+                .map(|l| l.labels(&policy.name, readings, config.unknown)),
+        }
+    }
+
+    /// The violated strategies with their verdicts, in a fixed order.
+    pub fn violated(&self) -> Vec<(&'static str, &Verdict)> {
+        let mut out = Vec::new();
+        if let Some(v) = self.deschedule.as_ref().filter(|v| v.violated) {
+            out.push(("deschedule", v));
+        }
+        if let Some(v) = self.dont_schedule.as_ref().filter(|v| v.violated) {
+            out.push(("dontschedule", v));
+        }
+        if let Some((_, v)) = self.labeling.as_ref().filter(|(_, v)| v.violated) {
+            out.push(("labeling", v));
+        }
+        out
+    }
+
+    /// This node's status entry (`since` left empty), or `None` when nothing is violated.
+    pub fn status_entry(&self) -> Option<NodeViolation> {
+        let violated = self.violated();
+        if violated.is_empty() {
+            return None;
+        }
+        let mut entry = NodeViolation::default();
+        for (strategy, verdict) in violated {
+            entry.strategies.push(strategy.to_owned());
+            entry.rules.extend(
+                verdict
+                    .violating_rules()
+                    .map(|r| violated_rule(strategy, r)),
+            );
+        }
+        Some(entry)
+    }
+}
+
+fn violated_rule(strategy: &str, r: &RuleOutcome) -> ViolatedRule {
+    ViolatedRule {
+        strategy: strategy.to_owned(),
+        metricname: r.rule.metric.clone(),
+        operator: r.rule.operator.as_str().to_owned(),
+        target: r.rule.target,
+        // Unknown readings count as violated only under `--unknown-metrics violating`.
+        value: r.reading.fresh(),
+    }
+}
+
+/// Whether two entries name the same violated rules (values and `since` aside).
+fn same_rules(a: &NodeViolation, b: &NodeViolation) -> bool {
+    let key = |e: &NodeViolation| {
+        e.rules
+            .iter()
+            .map(|r| {
+                (
+                    r.strategy.clone(),
+                    r.metricname.clone(),
+                    r.operator.clone(),
+                    r.target.to_bits(),
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    a.strategies == b.strategies && key(a) == key(b)
+}
+
+/// Builds the node state the rules read: the latest samples, stamped with their collection time.
+pub fn node_state(samples: &[Sample], at: SystemTime) -> NodeState {
+    let mut state = NodeState::default();
+    for s in samples {
+        if let Ok(v) = MetricValue::new(&s.name, s.value, at) {
+            state.metrics.insert(s.name.clone(), v);
+        }
+    }
+    state
+}
+
+/// Runs the loop until `stop`.
+pub async fn run(inputs: Inputs, stop: CancellationToken) {
+    let Inputs {
+        node_name,
+        client,
+        eviction_client,
+        policies,
+        pods,
+        samples,
+        gossip,
+        config,
+        metrics,
+    } = inputs;
+    let reporter = Reporter {
+        controller: "telemesh-agent".into(),
+        instance: Some(node_name.clone()),
+    };
+    let recorder = Recorder::new(client.clone(), reporter.clone());
+    let mut evictor = config.eviction.clone().map(|c| {
+        Evictor::new(
+            eviction_client.clone(),
+            Recorder::new(eviction_client, reporter),
+            c,
+        )
+    });
+    let mut labeler = Labeler::new(Api::<Node>::all(client.clone()), &node_name);
+    let node_ref = ObjectReference {
+        api_version: Some("v1".into()),
+        kind: Some("Node".into()),
+        name: Some(node_name.clone()),
+        ..Default::default()
+    };
+    let mut compiled = Compiled::default();
+    let mut written: HashMap<String, Option<NodeViolation>> = HashMap::new();
+    let mut gossiped: BTreeMap<String, String> = BTreeMap::new();
+    let mut violating_since: HashMap<String, Instant> = HashMap::new();
+    let mut label_reasons: BTreeMap<String, String> = BTreeMap::new();
+
+    if policies.wait_until_ready().await.is_err() {
+        return;
+    }
+    let mut tick = tokio::time::interval(config.interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => break,
+            _ = tick.tick() => {}
+        }
+        let Some((at, latest)) = samples.read().clone() else {
+            continue; // nothing collected yet
+        };
+        let state = node_state(&latest, at);
+        let readings = NodeReadings {
+            state: &state,
+            now: SystemTime::now(),
+            stale_after: config.stale_after,
+        };
+        let now = Instant::now();
+        let current = compiled.refresh(&policies);
+
+        let mut desired: BTreeMap<String, String> = BTreeMap::new();
+        let mut reasons: BTreeMap<String, String> = BTreeMap::new();
+        let mut violations: BTreeMap<String, String> = BTreeMap::new();
+        let mut to_evict: Vec<(Arc<Policy>, String)> = Vec::new();
+        let mut live_policies = HashSet::new();
+        for (raw, policy) in &current {
+            let key = policy.key();
+            live_policies.insert(key.clone());
+            let outcomes = Outcomes::evaluate(policy, &readings, &config);
+            if let Some(v) = outcomes.deschedule.as_ref().filter(|v| v.violated) {
+                let reason = v.reason(&key, "deschedule");
+                desired.insert(policy.violator_label_key().to_owned(), VIOLATING.to_owned());
+                reasons.insert(policy.violator_label_key().to_owned(), reason.clone());
+                let since = *violating_since.entry(key.clone()).or_insert(now);
+                if evictor
+                    .as_ref()
+                    .is_some_and(|e| now.duration_since(since) >= e.config().grace)
+                {
+                    to_evict.push((policy.clone(), reason));
+                }
+            } else {
+                violating_since.remove(&key);
+            }
+            if let Some((labels, verdict)) = &outcomes.labeling {
+                for (k, v) in labels {
+                    // Same-named policies in two namespaces: the first (by namespace) wins a key.
+                    if !desired.contains_key(k) {
+                        desired.insert(k.clone(), v.clone());
+                        reasons.insert(k.clone(), verdict.reason(&key, "labeling"));
+                    }
+                }
+            }
+            let violated: Vec<&str> = outcomes.violated().iter().map(|(s, _)| *s).collect();
+            if !violated.is_empty() {
+                violations.insert(key.clone(), violated.join(","));
+            }
+            sync_status(
+                &client,
+                raw,
+                policy,
+                &node_name,
+                outcomes.status_entry(),
+                &mut written,
+            )
+            .await;
+        }
+        violating_since.retain(|k, _| live_policies.contains(k));
+        written.retain(|k, _| live_policies.contains(k));
+
+        match labeler.sync(&desired).await {
+            Ok(change) if !change.is_empty() => {
+                record_label_events(&recorder, &node_ref, &change, &reasons, &label_reasons).await;
+                metrics
+                    .labels_written
+                    .get_or_create(&LabelWriteLabels {
+                        action: "set".into(),
+                    })
+                    .inc_by(change.set.len() as u64);
+                metrics
+                    .labels_written
+                    .get_or_create(&LabelWriteLabels {
+                        action: "removed".into(),
+                    })
+                    .inc_by(change.removed.len() as u64);
+                label_reasons = reasons;
+            }
+            Ok(_) => label_reasons = reasons,
+            Err(e) => {
+                tracing::warn!(node.name = %node_name, error = %e, "writing policy labels failed; retrying next period")
+            }
+        }
+        metrics.policies_violated.set(violations.len() as i64);
+        sync_gossip(&gossip, &violations, &mut gossiped).await;
+
+        if let Some(evictor) = evictor.as_mut() {
+            let pods_now = pods.state();
+            evictor.retain(&pods_now.iter().filter_map(|p| p.uid()).collect());
+            for (policy, reason) in &to_evict {
+                for pod in pods_now.iter().filter(|p| linked(p, policy)) {
+                    let age = pod_age(pod);
+                    if eligibility(pod, age, evictor.config().min_pod_age).is_err() {
+                        continue;
+                    }
+                    let outcome = evictor.evict(pod, reason, Instant::now()).await;
+                    metrics
+                        .evictions
+                        .get_or_create(&EvictionLabels {
+                            outcome: outcome.as_str().into(),
+                        })
+                        .inc();
+                    if outcome == Outcome::RateLimited {
+                        break;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Whether `pod` is linked to `policy`: label `telemetry-policy=<name>` in the policy's namespace.
+pub fn linked(pod: &Pod, policy: &Policy) -> bool {
+    pod.namespace().as_deref() == Some(policy.namespace.as_str())
+        && pod.labels().get(POLICY_LINK_LABEL) == Some(&policy.name)
+}
+
+fn pod_age(pod: &Pod) -> Option<Duration> {
+    let created = pod.metadata.creation_timestamp.as_ref()?;
+    let now = k8s_openapi::jiff::Timestamp::now();
+    let span = now.duration_since(created.0);
+    Duration::try_from(span).ok()
+}
+
+/// Brings this node's entry (and the problems) in the policy's status in line.
+async fn sync_status(
+    client: &Client,
+    raw: &TASPolicy,
+    policy: &Policy,
+    node_name: &str,
+    entry: Option<NodeViolation>,
+    written: &mut HashMap<String, Option<NodeViolation>>,
+) {
+    let key = policy.key();
+    let status = raw.status.clone().unwrap_or_default();
+    let stored = status.nodes.get(node_name);
+    let unchanged = |have: Option<&NodeViolation>| match (have, &entry) {
+        (None, None) => true,
+        (Some(a), Some(b)) => same_rules(a, b),
+        _ => false,
+    };
+    let entry_ok = match written.get(&key) {
+        Some(last) => unchanged(last.as_ref()),
+        None => unchanged(stored),
+    };
+    let problems: Vec<String> = policy.problems.iter().map(ToString::to_string).collect();
+    let problems_ok = status.problems == problems;
+    if entry_ok && problems_ok {
+        written.insert(key, stored.cloned().or(entry));
+        return;
+    }
+    let mut patch = serde_json::json!({ "status": {} });
+    let mut entry = entry;
+    if !entry_ok {
+        if let Some(e) = entry.as_mut() {
+            // A violation that goes on under other rules keeps its start.
+            e.since = stored
+                .and_then(|s| s.since.clone())
+                .or_else(|| Some(k8s_openapi::jiff::Timestamp::now().to_string()));
+        }
+        patch["status"]["nodes"] = serde_json::json!({ node_name: entry });
+    }
+    if !problems_ok {
+        patch["status"]["problems"] = serde_json::json!(problems);
+    }
+    let api: Api<TASPolicy> = Api::namespaced(client.clone(), &policy.namespace);
+    match api
+        .patch_status(&policy.name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        Ok(_) => {
+            written.insert(key, entry);
+        }
+        Err(e) => {
+            written.remove(&key);
+            tracing::warn!(policy = %key, error = %e, "writing the policy status failed; retrying next period");
+        }
+    }
+}
+
+async fn record_label_events(
+    recorder: &Recorder,
+    node: &ObjectReference,
+    change: &LabelChange,
+    reasons: &BTreeMap<String, String>,
+    previous: &BTreeMap<String, String>,
+) {
+    let mut events = Vec::new();
+    for (k, v) in &change.set {
+        let why = reasons
+            .get(k)
+            .map(String::as_str)
+            .unwrap_or("policy violated");
+        events.push(("TelemetryLabelSet", format!("label {k}={v} set: {why}")));
+    }
+    for k in &change.removed {
+        let why = previous
+            .get(k)
+            .map(|r| format!("no longer true ({r})"))
+            .unwrap_or_else(|| "no longer true or its policy was deleted".into());
+        events.push(("TelemetryLabelRemoved", format!("label {k} removed: {why}")));
+    }
+    for (reason, note) in events {
+        let event = Event {
+            type_: EventType::Normal,
+            reason: reason.into(),
+            note: Some(truncate(&note, 1000)),
+            action: "Label".into(),
+            secondary: None,
+        };
+        if let Err(e) = recorder.publish(&event, node).await {
+            tracing::debug!(error = %e, "recording a node label event failed");
+        }
+    }
+}
+
+/// Publishes `v:<namespace>/<policy>` = violated strategies, deleting keys no longer true.
+async fn sync_gossip(
+    gossip: &tokio::sync::Mutex<Option<GossipMember>>,
+    violations: &BTreeMap<String, String>,
+    published: &mut BTreeMap<String, String>,
+) {
+    if violations == published {
+        return;
+    }
+    let guard = gossip.lock().await;
+    let Some(member) = guard.as_ref() else { return };
+    for (k, v) in violations {
+        if published.get(k) != Some(v)
+            && let Err(e) = member.set(&StateKey::Violation(k.clone()), v).await
+        {
+            tracing::warn!(policy = %k, error = %e, "publishing a violation to gossip failed");
+        }
+    }
+    for k in published.keys().filter(|k| !violations.contains_key(*k)) {
+        if let Err(e) = member.delete(&StateKey::Violation(k.clone())).await {
+            tracing::warn!(policy = %k, error = %e, "removing a violation from gossip failed");
+        }
+    }
+    *published = violations.clone();
+}

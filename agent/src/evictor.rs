@@ -1,0 +1,287 @@
+//! Local eviction: this node's pods linked to a violated deschedule policy leave through the
+//! Eviction API, so PodDisruptionBudgets are honoured (a 429 is retried on a later pass, never
+//! forced). Which pods may go is decided by [`eligibility`], a pure function; [`Evictor`] adds
+//! the rate limit, the API call and the Event on the pod.
+//!
+//! Never evicted: pods of DaemonSets (they would come straight back here), static and mirror
+//! pods (the kubelet owns them), pods annotated `telemesh.io/evict: "never"`, pods already
+//! terminating, and pods younger than the minimum age. A pod already terminating is also what
+//! keeps a restarted agent from evicting twice.
+
+use std::collections::{HashMap, VecDeque};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, EvictParams};
+use kube::runtime::events::{Event, EventType, Recorder};
+use kube::{Client, Resource as _, ResourceExt as _};
+
+use crate::config::EvictionConfig;
+
+/// The opt-out annotation.
+pub const EVICT_ANNOTATION: &str = "telemesh.io/evict";
+
+/// Why a linked pod stays.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Keep {
+    /// Owned by a DaemonSet.
+    DaemonSet,
+    /// A static or mirror pod.
+    Static,
+    /// Annotated `telemesh.io/evict: "never"`.
+    OptedOut,
+    /// Already being deleted.
+    Terminating,
+    /// Younger than the minimum age.
+    TooYoung,
+}
+
+/// Whether a linked pod may be evicted at `now` (`created_age` is its age, if known).
+pub fn eligibility(pod: &Pod, age: Option<Duration>, min_age: Duration) -> Result<(), Keep> {
+    let meta = &pod.metadata;
+    if meta.deletion_timestamp.is_some() {
+        return Err(Keep::Terminating);
+    }
+    let owners = meta.owner_references.iter().flatten();
+    let mut daemonset = false;
+    let mut node_owned = false;
+    for owner in owners {
+        daemonset |= owner.kind == "DaemonSet";
+        node_owned |= owner.kind == "Node";
+    }
+    if daemonset {
+        return Err(Keep::DaemonSet);
+    }
+    let annotations = meta.annotations.as_ref();
+    let annotated = |k: &str| annotations.is_some_and(|a| a.contains_key(k));
+    if node_owned
+        || annotated("kubernetes.io/config.mirror")
+        || annotations
+            .and_then(|a| a.get("kubernetes.io/config.source"))
+            .is_some_and(|s| s != "api")
+    {
+        return Err(Keep::Static);
+    }
+    if annotations
+        .and_then(|a| a.get(EVICT_ANNOTATION))
+        .is_some_and(|v| v == "never")
+    {
+        return Err(Keep::OptedOut);
+    }
+    if age.is_some_and(|a| a < min_age) {
+        return Err(Keep::TooYoung);
+    }
+    Ok(())
+}
+
+/// What one eviction attempt did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// The API server accepted the eviction.
+    Evicted,
+    /// Dry run: recorded, not evicted.
+    DryRun,
+    /// A PodDisruptionBudget refused it (429); tried again later.
+    Blocked,
+    /// The pod was already gone.
+    Gone,
+    /// The per-minute budget is spent; tried again later.
+    RateLimited,
+    /// Tried recently and refused; waiting before the next try.
+    Waiting,
+    /// Any other error; tried again later.
+    Failed,
+}
+
+impl Outcome {
+    /// A bounded label for metrics.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Evicted => "evicted",
+            Self::DryRun => "dry_run",
+            Self::Blocked => "blocked_by_budget",
+            Self::Gone => "gone",
+            Self::RateLimited => "rate_limited",
+            Self::Waiting => "waiting",
+            Self::Failed => "failed",
+        }
+    }
+}
+
+/// How long a pod a budget refused waits before the next attempt.
+const RETRY_AFTER: Duration = Duration::from_secs(5);
+
+/// Evicts pods within the guards.
+pub struct Evictor {
+    client: Client,
+    recorder: Recorder,
+    config: EvictionConfig,
+    recent: VecDeque<Instant>,
+    /// Pods (by uid) refused recently, and when they may be tried again.
+    retry_at: HashMap<String, Instant>,
+}
+
+impl Evictor {
+    /// An evictor; `client` should not retry 429s itself (a PDB refusal is an answer).
+    pub fn new(client: Client, recorder: Recorder, config: EvictionConfig) -> Self {
+        Self {
+            client,
+            recorder,
+            config,
+            recent: VecDeque::new(),
+            retry_at: HashMap::new(),
+        }
+    }
+
+    /// The guards.
+    pub fn config(&self) -> &EvictionConfig {
+        &self.config
+    }
+
+    /// Evicts `pod` for `reason` (which names policy, rule and value), unless a guard holds.
+    pub async fn evict(&mut self, pod: &Pod, reason: &str, now: Instant) -> Outcome {
+        let uid = pod.uid().unwrap_or_default();
+        if self.retry_at.get(&uid).is_some_and(|at| *at > now) {
+            return Outcome::Waiting;
+        }
+        while self
+            .recent
+            .front()
+            .is_some_and(|t| now.duration_since(*t) >= Duration::from_secs(60))
+        {
+            self.recent.pop_front();
+        }
+        if self.recent.len() >= self.config.max_per_minute as usize {
+            return Outcome::RateLimited;
+        }
+        let (namespace, name) = (pod.namespace().unwrap_or_default(), pod.name_any());
+        if self.config.dry_run {
+            self.recent.push_back(now);
+            self.retry_at.insert(uid, now + Duration::from_secs(60));
+            tracing::info!(pod.namespace = %namespace, pod.name = %name, reason, "dry run: would evict");
+            self.record(pod, "WouldEvict", reason).await;
+            return Outcome::DryRun;
+        }
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), &namespace);
+        match pods.evict(&name, &EvictParams::default()).await {
+            Ok(_) => {
+                self.recent.push_back(now);
+                self.retry_at.remove(&uid);
+                tracing::info!(pod.namespace = %namespace, pod.name = %name, reason, "evicted");
+                self.record(pod, "Evicted", reason).await;
+                Outcome::Evicted
+            }
+            Err(kube::Error::Api(s)) if s.code == 404 => Outcome::Gone,
+            Err(kube::Error::Api(s)) if s.code == 429 => {
+                self.retry_at.insert(uid, now + RETRY_AFTER);
+                tracing::info!(pod.namespace = %namespace, pod.name = %name, message = %s.message, "eviction refused by a disruption budget; will retry");
+                Outcome::Blocked
+            }
+            Err(e) => {
+                self.retry_at.insert(uid, now + RETRY_AFTER);
+                tracing::warn!(pod.namespace = %namespace, pod.name = %name, error = %e, "eviction failed; will retry");
+                Outcome::Failed
+            }
+        }
+    }
+
+    /// Forgets pods that are gone, so the retry table stays as small as the node's pod list.
+    pub fn retain(&mut self, live_uids: &std::collections::HashSet<String>) {
+        self.retry_at.retain(|uid, _| live_uids.contains(uid));
+    }
+
+    async fn record(&self, pod: &Pod, reason: &str, note: &str) {
+        let event = Event {
+            type_: EventType::Warning,
+            reason: reason.into(),
+            note: Some(truncate(note, 1000)),
+            action: "Evict".into(),
+            secondary: None,
+        };
+        if let Err(e) = self.recorder.publish(&event, &pod.object_ref(&())).await {
+            tracing::debug!(error = %e, "recording the eviction event failed");
+        }
+    }
+}
+
+/// Cuts `s` to at most `max` bytes on a character boundary.
+pub fn truncate(s: &str, max: usize) -> String {
+    let mut end = s.len().min(max);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    s[..end].to_owned()
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn pod(meta: serde_json::Value) -> Pod {
+        serde_json::from_value(serde_json::json!({ "metadata": meta })).unwrap()
+    }
+
+    #[test]
+    fn guards_keep_the_pods_that_must_stay() {
+        let min = Duration::from_secs(30);
+        let old = Some(Duration::from_secs(60));
+        assert_eq!(
+            eligibility(&pod(serde_json::json!({"name": "p"})), old, min),
+            Ok(())
+        );
+        let cases = [
+            (
+                serde_json::json!({"name": "p", "ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "d", "uid": "u"}]}),
+                Keep::DaemonSet,
+            ),
+            (
+                serde_json::json!({"name": "p", "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": "n", "uid": "u"}]}),
+                Keep::Static,
+            ),
+            (
+                serde_json::json!({"name": "p", "annotations": {"kubernetes.io/config.mirror": "x"}}),
+                Keep::Static,
+            ),
+            (
+                serde_json::json!({"name": "p", "annotations": {"kubernetes.io/config.source": "file"}}),
+                Keep::Static,
+            ),
+            (
+                serde_json::json!({"name": "p", "annotations": {"telemesh.io/evict": "never"}}),
+                Keep::OptedOut,
+            ),
+            (
+                serde_json::json!({"name": "p", "deletionTimestamp": "2026-01-01T00:00:00Z"}),
+                Keep::Terminating,
+            ),
+        ];
+        for (meta, keep) in cases {
+            assert_eq!(
+                eligibility(&pod(meta.clone()), old, min),
+                Err(keep),
+                "{meta}"
+            );
+        }
+        assert_eq!(
+            eligibility(
+                &pod(serde_json::json!({"name": "p"})),
+                Some(Duration::from_secs(5)),
+                min
+            ),
+            Err(Keep::TooYoung)
+        );
+        // Another value of the annotation does not opt out; a ReplicaSet owner is fine.
+        let ok = pod(
+            serde_json::json!({"name": "p", "annotations": {"telemesh.io/evict": "always", "kubernetes.io/config.source": "api"},
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "r", "uid": "u"}]}),
+        );
+        assert_eq!(eligibility(&ok, old, min), Ok(()));
+    }
+
+    #[test]
+    fn truncation_respects_characters() {
+        assert_eq!(truncate("héllo", 2), "h");
+        assert_eq!(truncate("abc", 10), "abc");
+    }
+}

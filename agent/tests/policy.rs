@@ -1,0 +1,475 @@
+//! TASPolicies end to end: two real agents against sim, telemetry scripted through textfiles,
+//! the seed's two TAS policy files applied unchanged. A metric crosses the deschedule threshold
+//! → the node is labelled `<policy>=violating` and its linked pods are evicted (unlinked ones
+//! stay, one protected by a PodDisruptionBudget waits); labeling-strategy labels appear and go;
+//! a restarted agent neither evicts twice nor leaves a stale label; a label another tool wrote
+//! under the TAS prefix is never touched.
+#![allow(clippy::unwrap_used)]
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use clap::Parser as _;
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::core::ApiResource;
+use telemesh_agent::config::{Cli, Config};
+use telemesh_core::policy::TASPolicy;
+use telemesh_core::policy::crd::CRD_YAML;
+use telemesh_core::testing::eventually;
+use tokio_util::sync::CancellationToken;
+
+const KEY: &str = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=";
+const NS: &str = "health-metric-demo";
+const WAIT: Duration = Duration::from_secs(20);
+
+/// A host root with the fixture's /proc and a textfile directory holding `metrics`.
+fn host_root(dir: &Path, metrics: &str) {
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/host-a/proc");
+    telemesh_core::testing::copy_tree(&fixture, &dir.join("proc")).unwrap();
+    std::fs::create_dir_all(dir.join("textfile")).unwrap();
+    script(dir, metrics);
+}
+
+/// Rewrites the node's scripted metrics atomically, as node-exporter asks textfile writers to.
+fn script(dir: &Path, metrics: &str) {
+    let tmp = dir.join("textfile/.metrics.prom.tmp");
+    std::fs::write(&tmp, metrics).unwrap();
+    std::fs::rename(tmp, dir.join("textfile/metrics.prom")).unwrap();
+}
+
+fn config(node: &str, root: &Path, keys: &Path, kubeconfig: &Path, seeds: &[String]) -> Config {
+    let mut args = vec![
+        "telemesh-agent".to_string(),
+        format!("--node-name={node}"),
+        format!("--host-root={}", root.display()),
+        "--textfile-dir=/textfile".into(),
+        format!("--gossip-key-file={}", keys.display()),
+        format!("--kubeconfig={}", kubeconfig.display()),
+        "--gossip-listen=127.0.0.1:0".into(),
+        "--http-listen=127.0.0.1:0".into(),
+        "--gossip-interval=100ms".into(),
+        "--collect-interval=100ms".into(),
+        "--policy-interval=500ms".into(),
+        "--violation-grace=0s".into(),
+        "--min-pod-age=0s".into(),
+    ];
+    if !seeds.is_empty() {
+        args.push(format!("--gossip-seeds={}", seeds.join(",")));
+    }
+    Config::try_from(Cli::try_parse_from(args).unwrap()).unwrap()
+}
+
+fn pod(name: &str, node: &str, labels: serde_json::Value) -> Pod {
+    serde_json::from_value(serde_json::json!({
+        "metadata": {"name": name, "namespace": NS, "labels": labels},
+        "spec": {"nodeName": node, "containers": [{"name": "c", "image": "busybox"}]},
+    }))
+    .unwrap()
+}
+
+/// Marks a pod Running and Ready (sim has no kubelet yet), so budgets count it healthy.
+async fn make_ready(pods: &Api<Pod>, name: &str) {
+    let status = serde_json::json!({"status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}});
+    pods.patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
+        .await
+        .unwrap();
+}
+
+async fn labels(nodes: &Api<Node>, name: &str) -> std::collections::BTreeMap<String, String> {
+    nodes
+        .get(name)
+        .await
+        .unwrap()
+        .metadata
+        .labels
+        .unwrap_or_default()
+}
+
+async fn pod_names(pods: &Api<Pod>) -> Vec<String> {
+    let mut names: Vec<String> = pods
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|p| p.metadata.name)
+        .collect();
+    names.sort();
+    names
+}
+
+/// Events in `namespace` with `reason` about the object named `name`.
+async fn events(client: &kube::Client, namespace: &str, reason: &str, name: &str) -> Vec<Event> {
+    Api::<Event>::namespaced(client.clone(), namespace)
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| {
+            e.reason.as_deref() == Some(reason)
+                && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
+        })
+        .collect()
+}
+
+struct Cluster {
+    kubeconfig: PathBuf,
+    keys: PathBuf,
+    roots: Vec<PathBuf>,
+    seeds: Vec<String>,
+}
+
+impl Cluster {
+    async fn start_agent(&mut self, i: usize) -> telemesh_agent::Agent {
+        let node = format!("sim-node-{i}");
+        let agent = telemesh_agent::start(
+            config(
+                &node,
+                &self.roots[i],
+                &self.keys,
+                &self.kubeconfig,
+                &self.seeds,
+            ),
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+        if self.seeds.is_empty() {
+            self.seeds.push(agent.gossip_addr.to_string());
+        }
+        agent
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn seed_policies_label_evict_and_clean_up_across_a_restart() {
+    telemesh_core::telemetry::init(telemesh_core::cli::LogFormat::Text, "warn");
+    let sim = telemesh_sim::Sim::start(Default::default()).await.unwrap();
+    telemesh_sim::nodes::create_nodes(&sim.server, 2).unwrap();
+    let client = sim.client().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    sim.write_kubeconfig(&kubeconfig).unwrap();
+    let keys = dir.path().join("keys");
+    std::fs::write(&keys, format!("{KEY}\n")).unwrap();
+
+    // The CRD, the namespace and the seed's policy files, unchanged.
+    let crd: CustomResourceDefinition = serde_yaml_ng::from_str(CRD_YAML).unwrap();
+    Api::<CustomResourceDefinition>::all(client.clone())
+        .create(&PostParams::default(), &crd)
+        .await
+        .unwrap();
+    let ns: Namespace =
+        serde_json::from_value(serde_json::json!({"metadata": {"name": NS}})).unwrap();
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &ns)
+        .await
+        .unwrap();
+    let resource = ApiResource::erase::<TASPolicy>(&());
+    let policies: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &resource);
+    for file in ["scheduling-policy.yaml", "multirules-policy.yaml"] {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../deploy/examples")
+            .join(file);
+        let obj: DynamicObject =
+            serde_yaml_ng::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        eventually("the CRD serves TASPolicies", WAIT, || {
+            let (policies, obj) = (policies.clone(), obj.clone());
+            async move { policies.create(&PostParams::default(), &obj).await.ok() }
+        })
+        .await;
+    }
+
+    // Pods: on node 0 two linked, one linked but protected by a budget, one unlinked; on node 1
+    // one linked (its node stays healthy).
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
+    let linked = serde_json::json!({"telemetry-policy": "scheduling-policy"});
+    for (name, node, labels) in [
+        ("linked-1", "sim-node-0", linked.clone()),
+        ("linked-2", "sim-node-0", linked.clone()),
+        (
+            "guarded",
+            "sim-node-0",
+            serde_json::json!({"telemetry-policy": "scheduling-policy", "app": "guarded"}),
+        ),
+        (
+            "unlinked",
+            "sim-node-0",
+            serde_json::json!({"app": "other"}),
+        ),
+        ("elsewhere", "sim-node-1", linked.clone()),
+    ] {
+        pods.create(&PostParams::default(), &pod(name, node, labels))
+            .await
+            .unwrap();
+        make_ready(&pods, name).await;
+    }
+    let pdb: PodDisruptionBudget = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "guarded", "namespace": NS},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "guarded"}}},
+    }))
+    .unwrap();
+    Api::<PodDisruptionBudget>::namespaced(client.clone(), NS)
+        .create(&PostParams::default(), &pdb)
+        .await
+        .unwrap();
+
+    // A label another tool put under the TAS prefix: never ours to remove.
+    let nodes: Api<Node> = Api::all(client.clone());
+    let foreign = serde_json::json!({"metadata": {"labels": {"telemetry.aware.scheduling.someone-else/x": "y"}}});
+    nodes
+        .patch(
+            "sim-node-0",
+            &PatchParams::default(),
+            &Patch::Merge(&foreign),
+        )
+        .await
+        .unwrap();
+
+    let mut cluster = Cluster {
+        kubeconfig,
+        keys,
+        roots: (0..2)
+            .map(|i| dir.path().join(format!("node-{i}")))
+            .collect(),
+        seeds: Vec::new(),
+    };
+    host_root(&cluster.roots[0], "node_metric 50\n");
+    host_root(
+        &cluster.roots[1],
+        "node_metric 50\ntemperature 90\nfreeRAM 500\n",
+    );
+    let agent0 = cluster.start_agent(0).await;
+    let agent1 = cluster.start_agent(1).await;
+
+    // Healthy: the problems field stays empty and no label is written.
+    eventually("no labels while healthy", WAIT, || {
+        let nodes = nodes.clone();
+        async move {
+            let l = labels(&nodes, "sim-node-0").await;
+            (!l.contains_key("scheduling-policy")).then_some(())
+        }
+    })
+    .await;
+
+    // node_metric Equals -1 breaks `deschedule` on node 0.
+    let crossed = Instant::now();
+    script(&cluster.roots[0], "node_metric -1\n");
+    eventually("sim-node-0 labelled violating", WAIT, || {
+        let nodes = nodes.clone();
+        async move {
+            let l = labels(&nodes, "sim-node-0").await;
+            (l.get("scheduling-policy").map(String::as_str) == Some("violating")).then_some(())
+        }
+    })
+    .await;
+    eprintln!(
+        "label after the threshold crossing: {:?} (policy interval 500 ms, collect 100 ms)",
+        crossed.elapsed()
+    );
+    eventually("linked pods evicted", WAIT, || {
+        let pods = pods.clone();
+        async move {
+            let names = pod_names(&pods).await;
+            (names == ["elsewhere", "guarded", "unlinked"]).then_some(())
+        }
+    })
+    .await;
+    eprintln!("linked pods gone after: {:?}", crossed.elapsed());
+    let evicted = events(&client, NS, "Evicted", "linked-1").await;
+    assert_eq!(evicted.len(), 1, "{evicted:?}");
+    let note = evicted[0].note.clone().unwrap_or_default();
+    assert!(
+        note.contains("health-metric-demo/scheduling-policy deschedule")
+            && note.contains("node_metric Equals -1 (value -1)"),
+        "{note}"
+    );
+    assert_eq!(
+        labels(&nodes, "sim-node-1").await.get("scheduling-policy"),
+        None
+    );
+
+    // The policy's status names the node, the rules and the value.
+    let status = eventually("status names sim-node-0", WAIT, || {
+        let client = client.clone();
+        async move {
+            let p = Api::<TASPolicy>::namespaced(client, NS)
+                .get("scheduling-policy")
+                .await
+                .unwrap();
+            p.status.and_then(|s| s.nodes.get("sim-node-0").cloned())
+        }
+    })
+    .await;
+    assert_eq!(status.strategies, ["deschedule", "dontschedule"]);
+    assert_eq!(status.rules[0].metricname, "node_metric");
+    assert_eq!(status.rules[0].value, Some(-1.0));
+    assert!(status.since.is_some());
+    let label_events = events(&client, "default", "TelemetryLabelSet", "sim-node-0").await;
+    assert_eq!(label_events.len(), 1, "{label_events:?}");
+
+    // The budget-protected pod waits: its evictions are refused, not forced.
+    let metrics_text = |addr| async move {
+        let client =
+            hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+                .build_http::<http_body_util::Empty<bytes::Bytes>>();
+        let resp = client
+            .get(format!("http://{addr}/metrics").parse().unwrap())
+            .await
+            .unwrap();
+        use http_body_util::BodyExt as _;
+        String::from_utf8(
+            resp.into_body()
+                .collect()
+                .await
+                .unwrap()
+                .to_bytes()
+                .to_vec(),
+        )
+        .unwrap()
+    };
+    let http0 = agent0.http_addr;
+    eventually("a refused eviction is counted", WAIT, || async move {
+        metrics_text(http0)
+            .await
+            .contains("telemesh_agent_evictions_total{outcome=\"blocked_by_budget\"}")
+            .then_some(())
+    })
+    .await;
+    assert!(pod_names(&pods).await.contains(&"guarded".to_string()));
+
+    // A crash while violating, then a restart: no second eviction, no second label write.
+    agent0.kill().await;
+    pods.create(
+        &PostParams::default(),
+        &pod("unlinked-2", "sim-node-0", serde_json::json!({})),
+    )
+    .await
+    .unwrap();
+    let agent0 = cluster.start_agent(0).await;
+    let http0 = agent0.http_addr;
+    eventually("the restarted agent evaluates", WAIT, || async move {
+        metrics_text(http0)
+            .await
+            .contains("telemesh_agent_policies_violated 1")
+            .then_some(())
+    })
+    .await;
+    // Two more periods to let any duplicate show.
+    let settle = Instant::now();
+    eventually("two evaluation periods pass", WAIT, || async move {
+        (settle.elapsed() >= Duration::from_millis(1200)).then_some(())
+    })
+    .await;
+    assert_eq!(events(&client, NS, "Evicted", "linked-1").await.len(), 1);
+    assert_eq!(events(&client, NS, "Evicted", "linked-2").await.len(), 1);
+    assert_eq!(
+        events(&client, "default", "TelemetryLabelSet", "sim-node-0")
+            .await
+            .len(),
+        1
+    );
+
+    // Above 100, `labeling` applies its labels and `deschedule` lets go.
+    script(&cluster.roots[0], "node_metric 150\n");
+    eventually("labeling labels set, violator label gone", WAIT, || {
+        let nodes = nodes.clone();
+        async move {
+            let l = labels(&nodes, "sim-node-0").await;
+            (l.get("telemetry.aware.scheduling.scheduling-policy/label1")
+                .map(String::as_str)
+                == Some("foo")
+                && l.get("telemetry.aware.scheduling.scheduling-policy/label2")
+                    .map(String::as_str)
+                    == Some("bar")
+                && !l.contains_key("scheduling-policy"))
+            .then_some(())
+        }
+    })
+    .await;
+
+    // The metric returns to normal while the agent is down: the restarted agent removes the
+    // labels the previous run wrote, and only those.
+    agent0.kill().await;
+    script(&cluster.roots[0], "node_metric 50\n");
+    let agent0 = cluster.start_agent(0).await;
+    eventually("stale labels removed after the restart", WAIT, || {
+        let nodes = nodes.clone();
+        async move {
+            let l = labels(&nodes, "sim-node-0").await;
+            (!l.keys()
+                .any(|k| k.starts_with("telemetry.aware.scheduling.scheduling-policy/")))
+            .then_some(l)
+        }
+    })
+    .await;
+    let l = labels(&nodes, "sim-node-0").await;
+    assert_eq!(
+        l.get("telemetry.aware.scheduling.someone-else/x")
+            .map(String::as_str),
+        Some("y")
+    );
+    eventually("the status entry is cleared", WAIT, || {
+        let client = client.clone();
+        async move {
+            let p = Api::<TASPolicy>::namespaced(client, NS)
+                .get("scheduling-policy")
+                .await
+                .unwrap();
+            (!p.status
+                .unwrap_or_default()
+                .nodes
+                .contains_key("sim-node-0"))
+            .then_some(())
+        }
+    })
+    .await;
+
+    // multirules-policy's deschedule is allOf: hot alone is not enough, hot and short of memory is.
+    assert_eq!(
+        labels(&nodes, "sim-node-1").await.get("multirules-policy"),
+        None
+    );
+    script(
+        &cluster.roots[1],
+        "node_metric 50\ntemperature 90\nfreeRAM 100\n",
+    );
+    eventually("sim-node-1 violates multirules-policy", WAIT, || {
+        let nodes = nodes.clone();
+        async move {
+            (labels(&nodes, "sim-node-1")
+                .await
+                .get("multirules-policy")
+                .map(String::as_str)
+                == Some("violating"))
+            .then_some(())
+        }
+    })
+    .await;
+    // Its pod is linked to the other policy, which sim-node-1 does not violate.
+    assert!(pod_names(&pods).await.contains(&"elsewhere".to_string()));
+
+    // Deleting a policy removes its labels.
+    policies
+        .delete("multirules-policy", &Default::default())
+        .await
+        .unwrap();
+    eventually("a deleted policy's label goes", WAIT, || {
+        let nodes = nodes.clone();
+        async move {
+            (!labels(&nodes, "sim-node-1")
+                .await
+                .contains_key("multirules-policy"))
+            .then_some(())
+        }
+    })
+    .await;
+
+    agent0.shutdown().await;
+    agent1.shutdown().await;
+}
