@@ -470,6 +470,61 @@ async fn seed_policies_label_evict_and_clean_up_across_a_restart() {
     })
     .await;
 
+    // A policy with a strategy TAS does not define is reported in its status, and the rest of
+    // it still works.
+    let broken: DynamicObject = serde_yaml_ng::from_str(
+        r#"
+apiVersion: telemetry.intel.com/v1alpha1
+kind: TASPolicy
+metadata: {name: broken, namespace: health-metric-demo}
+spec:
+  strategies:
+    spreadevenly:
+      rules: [{metricname: node_metric, operator: GreaterThan, target: 1}]
+    deschedule:
+      rules: [{metricname: node_metric, operator: GreaterThan, target: 10}]
+"#,
+    )
+    .unwrap();
+    policies
+        .create(&PostParams::default(), &broken)
+        .await
+        .unwrap();
+    let problems = eventually("problems reported", WAIT, || {
+        let client = client.clone();
+        async move {
+            let p = Api::<TASPolicy>::namespaced(client, NS)
+                .get("broken")
+                .await
+                .unwrap();
+            p.status
+                .filter(|s| !s.problems.is_empty())
+                .map(|s| s.problems)
+        }
+    })
+    .await;
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert!(
+        problems[0].contains("\"spreadevenly\" is unknown"),
+        "{problems:?}"
+    );
+    eventually(
+        "the valid strategy of the broken policy still labels",
+        WAIT,
+        || {
+            let nodes = nodes.clone();
+            async move {
+                (labels(&nodes, "sim-node-1")
+                    .await
+                    .get("broken")
+                    .map(String::as_str)
+                    == Some("violating"))
+                .then_some(())
+            }
+        },
+    )
+    .await;
+
     agent0.shutdown().await;
     agent1.shutdown().await;
 }
