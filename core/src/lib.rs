@@ -6,6 +6,7 @@
 //! This crate makes no Kubernetes API calls; the binaries do.
 
 pub mod cli;
+pub mod extender;
 pub mod gossip;
 pub mod metric;
 pub mod pod;
