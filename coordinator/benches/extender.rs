@@ -1,0 +1,234 @@
+//! Extender server time at 100, 1,000 and 5,000 nodes, both nodeCacheCapable modes: p50 and p99
+//! per filter and per prioritize (request body in, reply body out: parsing, policy evaluation
+//! against the cluster view, encoding; no socket), and for full-node mode the ratio to
+//! serde_json merely parsing the same body (the floor), three ways: into `IgnoredAny` (validation
+//! only, the strictest floor), into `serde_json::Value`, and into the k8s-openapi typed
+//! `ExtenderArgs` a straightforward extender would use.
+//!
+//! Targets (issue 5): p99 < 1 ms at 5,000 nodes with nodeCacheCapable; full-node mode within
+//! 1.3 x the parse floor. Run: `cargo bench -p telemesh-coordinator --bench extender`.
+
+use std::hint::black_box;
+use std::time::{Duration, Instant, SystemTime};
+
+use serde::de::IgnoredAny;
+use telemesh_coordinator::extender::{Extender, Settings};
+use telemesh_coordinator::policies::{PolicyCache, PolicySet};
+use telemesh_coordinator::view::{ClusterView, NodeEntry, Snapshot};
+use telemesh_core::extender::ExtenderArgs;
+use telemesh_core::gossip::schema::unix_ms;
+use telemesh_core::gossip::{Liveness, NodeState};
+use telemesh_core::policy::{Policy, TASPolicy};
+
+const SEED_POLICY: &str = include_str!("../../deploy/examples/scheduling-policy.yaml");
+
+fn node_name(i: usize) -> String {
+    format!("ip-10-0-{}-{}.eu-west-1.compute.internal", i / 250, i % 250)
+}
+
+/// A node with 30 metrics, `node_metric` among them.
+fn entry(i: usize, now_ms: u64) -> NodeEntry {
+    let mut kvs = vec![
+        ("role".to_owned(), "agent".to_owned()),
+        ("v".to_owned(), "1".to_owned()),
+    ];
+    kvs.push((
+        "m:node_metric".into(),
+        format!("{}@{now_ms}", (i * 7919) % 100),
+    ));
+    for m in 0..29 {
+        kvs.push((
+            format!("m:node_bench_metric_{m}"),
+            format!("{}.5@{now_ms}", (i + m) % 97),
+        ));
+    }
+    let state = NodeState::from_key_values(kvs.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+    NodeEntry::new(&node_name(i), 1, Liveness::Live, state)
+}
+
+/// A Node as a real cluster's API server returns it (about 3.5 KB of JSON).
+fn node_json(i: usize) -> serde_json::Value {
+    let name = node_name(i);
+    let images: Vec<serde_json::Value> = (0..12)
+        .map(|k| {
+            serde_json::json!({
+                "names": [format!("registry.example.com/team-{k}/service-{k}@sha256:{:064x}", i * 31 + k),
+                          format!("registry.example.com/team-{k}/service-{k}:v1.{k}.{i}")],
+                "sizeBytes": 123_456_789 + k
+            })
+        })
+        .collect();
+    let conditions: Vec<serde_json::Value> = ["MemoryPressure", "DiskPressure", "PIDPressure", "Ready"]
+        .iter()
+        .map(|t| {
+            serde_json::json!({
+                "type": t, "status": if *t == "Ready" { "True" } else { "False" },
+                "lastHeartbeatTime": "2026-11-20T10:00:00Z", "lastTransitionTime": "2026-11-01T10:00:00Z",
+                "reason": format!("Kubelet{t}"), "message": "kubelet is posting ready status"
+            })
+        })
+        .collect();
+    serde_json::json!({
+        "metadata": {
+            "name": name, "uid": format!("{:08x}-0000-4000-8000-{:012x}", i, i),
+            "resourceVersion": format!("{}", 100_000 + i), "creationTimestamp": "2026-01-01T00:00:00Z",
+            "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
+                       "node.kubernetes.io/instance-type": "m6i.2xlarge", "topology.kubernetes.io/zone": "eu-west-1a",
+                       "topology.kubernetes.io/region": "eu-west-1"},
+            "annotations": {"node.alpha.kubernetes.io/ttl": "0", "volumes.kubernetes.io/controller-managed-attach-detach": "true"}
+        },
+        "spec": {"podCIDR": format!("10.{}.{}.0/24", i / 250, i % 250), "providerID": format!("aws:///eu-west-1a/i-{i:017x}")},
+        "status": {
+            "capacity": {"cpu": "8", "memory": "32505856Ki", "pods": "110", "ephemeral-storage": "104845292Ki"},
+            "allocatable": {"cpu": "7910m", "memory": "31488000Ki", "pods": "110", "ephemeral-storage": "96625420948"},
+            "conditions": conditions,
+            "addresses": [{"type": "InternalIP", "address": format!("10.0.{}.{}", i / 250, i % 250)},
+                          {"type": "Hostname", "address": name}],
+            "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
+            "nodeInfo": {"machineID": "ec2", "systemUUID": "ec2", "bootID": "b", "kernelVersion": "6.1.0",
+                         "osImage": "Bottlerocket", "containerRuntimeVersion": "containerd://1.7.0",
+                         "kubeletVersion": "v1.33.0", "kubeProxyVersion": "v1.33.0", "operatingSystem": "linux",
+                         "architecture": "amd64"},
+            "images": images
+        }
+    })
+}
+
+fn pod_json() -> serde_json::Value {
+    serde_json::json!({
+        "metadata": {"name": "demo-app-7d9c5", "namespace": "health-metric-demo", "uid": "0c5b-11",
+                     "labels": {"app": "demo", "pod-template-hash": "7d9c5", "telemetry-policy": "scheduling-policy"},
+                     "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "demo-app-7d9c5", "uid": "r1", "controller": true}]},
+        "spec": {"containers": [{"name": "app", "image": "nginx:1.27", "ports": [{"containerPort": 80}],
+                 "resources": {"limits": {"telemetry/scheduling": "1", "cpu": "500m"}, "requests": {"cpu": "250m"}}}],
+                 "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                     {"matchExpressions": [{"key": "scheduling-policy", "operator": "NotIn", "values": ["violating"]}]}]}}}},
+        "status": {"phase": "Pending"}
+    })
+}
+
+struct Stats {
+    p50: Duration,
+    p99: Duration,
+}
+
+/// Runs `f` until about `budget` has passed (at least 30 runs), after a warm-up.
+fn measure(budget: Duration, mut f: impl FnMut()) -> Stats {
+    for _ in 0..5 {
+        f();
+    }
+    let mut samples = Vec::new();
+    let started = Instant::now();
+    while samples.len() < 30 || (started.elapsed() < budget && samples.len() < 20_000) {
+        let t = Instant::now();
+        f();
+        samples.push(t.elapsed());
+    }
+    samples.sort();
+    let at = |q: f64| samples[((samples.len() - 1) as f64 * q).round() as usize];
+    Stats {
+        p50: at(0.50),
+        p99: at(0.99),
+    }
+}
+
+fn us(d: Duration) -> String {
+    format!("{:>9.1}", d.as_secs_f64() * 1e6)
+}
+
+fn main() {
+    let budget = Duration::from_millis(
+        std::env::var("BENCH_MS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(1500),
+    );
+    let policy: TASPolicy = serde_yaml_ng::from_str(SEED_POLICY).expect("seed policy parses");
+    let policies = PolicyCache::with_set(PolicySet::from_policies([Policy::compile(&policy)]));
+    println!(
+        "extender server time (µs), body in → reply out; floors are serde_json parsing the same body"
+    );
+    println!(
+        "{:>6} {:<10} {:<10} {:>9} {:>9} | {:>10} {:>9} {:>9} {:>9} | {:>7} {:>7} {:>7}",
+        "nodes",
+        "mode",
+        "verb",
+        "p50",
+        "p99",
+        "body KiB",
+        "ignored",
+        "Value",
+        "typed",
+        "÷ign",
+        "÷Value",
+        "÷typed"
+    );
+    for n in [100usize, 1_000, 5_000] {
+        let now_ms = unix_ms(SystemTime::now());
+        let view =
+            ClusterView::with_snapshot(Snapshot::from_entries((0..n).map(|i| entry(i, now_ms))));
+        let ext = Extender::new(view, policies.clone(), Settings::default());
+        let names: Vec<String> = (0..n).map(node_name).collect();
+        let cached = serde_json::to_vec(&serde_json::json!({
+            "Pod": pod_json(), "Nodes": null, "NodeNames": names
+        }))
+        .expect("encodes");
+        let full = serde_json::to_vec(&serde_json::json!({
+            "Pod": pod_json(),
+            "Nodes": {"metadata": {}, "items": (0..n).map(node_json).collect::<Vec<_>>()},
+            "NodeNames": null
+        }))
+        .expect("encodes");
+        for (mode, body) in [("cache", &cached), ("full-node", &full)] {
+            let floors = (mode == "full-node").then(|| {
+                let ignored = measure(budget, || {
+                    black_box(serde_json::from_slice::<IgnoredAny>(black_box(body)).ok());
+                });
+                let value = measure(budget, || {
+                    black_box(serde_json::from_slice::<serde_json::Value>(black_box(body)).ok());
+                });
+                let typed = measure(budget, || {
+                    black_box(serde_json::from_slice::<ExtenderArgs>(black_box(body)).ok());
+                });
+                (ignored, value, typed)
+            });
+            for verb in ["filter", "prioritize"] {
+                let s = measure(budget, || {
+                    let h = match verb {
+                        "filter" => ext.filter(black_box(body)),
+                        _ => ext.prioritize(black_box(body)),
+                    };
+                    assert_eq!(h.reply.status, 200);
+                    black_box(h);
+                });
+                let floor_cols = match &floors {
+                    Some((i, v, t)) => format!(
+                        "{:>10.0} {} {} {} | {:>7.2} {:>7.2} {:>7.2}",
+                        body.len() as f64 / 1024.0,
+                        us(i.p50),
+                        us(v.p50),
+                        us(t.p50),
+                        s.p50.as_secs_f64() / i.p50.as_secs_f64(),
+                        s.p50.as_secs_f64() / v.p50.as_secs_f64(),
+                        s.p50.as_secs_f64() / t.p50.as_secs_f64(),
+                    ),
+                    None => format!(
+                        "{:>10.0} {:>9} {:>9} {:>9} | {:>7} {:>7} {:>7}",
+                        body.len() as f64 / 1024.0,
+                        "",
+                        "",
+                        "",
+                        "",
+                        "",
+                        ""
+                    ),
+                };
+                println!(
+                    "{n:>6} {mode:<10} {verb:<10} {} {} | {floor_cols}",
+                    us(s.p50),
+                    us(s.p99)
+                );
+            }
+        }
+    }
+}

@@ -1,0 +1,378 @@
+//! The coordinator's command line (flags with `TELEMESH_*` environment fallbacks and defaults
+//! that work in the dev cluster) and the validated configuration built from it.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::{Duration, SystemTime};
+
+use telemesh_core::cli::{CommonArgs, parse_duration};
+use telemesh_core::policy::Unknown;
+
+use crate::extender::http::{Paths, TlsFiles};
+use crate::extender::{Settings, UnknownScore};
+use crate::view::ViewConfig;
+
+/// `telemesh-coordinator` flags.
+#[derive(Debug, Clone, clap::Parser)]
+#[command(
+    name = "telemesh-coordinator",
+    version,
+    about = "Telemesh's coordinator: cluster view, scheduler extender, JSON API"
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub common: CommonArgs,
+    /// This replica's gossip name, unique among members (the pod name in a Deployment);
+    /// defaults to `coordinator-<random>`.
+    #[arg(long, env = "TELEMESH_REPLICA_NAME")]
+    pub replica_name: Option<String>,
+    /// UDP address gossip listens on.
+    #[arg(long, env = "TELEMESH_GOSSIP_LISTEN", default_value = "127.0.0.1:7947")]
+    pub gossip_listen: SocketAddr,
+    /// Address peers reach this replica's gossip at; defaults to --gossip-listen.
+    #[arg(long, env = "TELEMESH_GOSSIP_ADVERTISE")]
+    pub gossip_advertise: Option<SocketAddr>,
+    /// Gossip seeds, comma separated `host:port` (the agents' headless Service works).
+    #[arg(long, env = "TELEMESH_GOSSIP_SEEDS", value_delimiter = ',')]
+    pub gossip_seeds: Vec<String>,
+    /// Keyring file: one base64 32-byte key per line, primary first (a mounted Secret).
+    #[arg(
+        long,
+        env = "TELEMESH_GOSSIP_KEY_FILE",
+        conflicts_with = "insecure_gossip"
+    )]
+    pub gossip_key_file: Option<PathBuf>,
+    /// Gossip in clear text (dev cluster only; said loudly at start-up).
+    #[arg(long, env = "TELEMESH_INSECURE_GOSSIP")]
+    pub insecure_gossip: bool,
+    /// Gossip round interval.
+    #[arg(long, env = "TELEMESH_GOSSIP_INTERVAL", default_value = "1s", value_parser = parse_duration)]
+    pub gossip_interval: Duration,
+    /// Gossip cluster id: the agents' --cluster-id.
+    #[arg(long, env = "TELEMESH_CLUSTER_ID", default_value = "telemesh")]
+    pub cluster_id: String,
+    /// TCP address of the scheduler extender.
+    #[arg(
+        long,
+        env = "TELEMESH_EXTENDER_LISTEN",
+        default_value = "127.0.0.1:9001"
+    )]
+    pub extender_listen: SocketAddr,
+    /// Extender certificate chain (PEM); with --extender-key the extender serves HTTPS.
+    #[arg(long, env = "TELEMESH_EXTENDER_CERT", requires = "extender_key")]
+    pub extender_cert: Option<PathBuf>,
+    /// Extender private key (PEM).
+    #[arg(long, env = "TELEMESH_EXTENDER_KEY", requires = "extender_cert")]
+    pub extender_key: Option<PathBuf>,
+    /// CA (PEM) the scheduler's client certificate must chain to; unset, no client certificate
+    /// is asked for.
+    #[arg(long, env = "TELEMESH_EXTENDER_CLIENT_CA", requires = "extender_cert")]
+    pub extender_client_ca: Option<PathBuf>,
+    /// Path of the filter verb.
+    #[arg(
+        long,
+        env = "TELEMESH_FILTER_PATH",
+        default_value = "/scheduler/filter"
+    )]
+    pub filter_path: String,
+    /// Path of the prioritize verb.
+    #[arg(
+        long,
+        env = "TELEMESH_PRIORITIZE_PATH",
+        default_value = "/scheduler/prioritize"
+    )]
+    pub prioritize_path: String,
+    /// Path of the preempt verb.
+    #[arg(
+        long,
+        env = "TELEMESH_PREEMPT_PATH",
+        default_value = "/scheduler/preempt"
+    )]
+    pub preempt_path: String,
+    /// Largest request body read, in MiB (full-node requests carry every candidate Node).
+    #[arg(long, env = "TELEMESH_EXTENDER_MAX_BODY_MIB", default_value_t = 256)]
+    pub extender_max_body_mib: usize,
+    /// TCP address of the JSON API (and, later, JSON-RPC).
+    #[arg(long, env = "TELEMESH_API_LISTEN", default_value = "127.0.0.1:9080")]
+    pub api_listen: SocketAddr,
+    /// TCP address of /metrics, /healthz and /readyz.
+    #[arg(long, env = "TELEMESH_HTTP_LISTEN", default_value = "127.0.0.1:9465")]
+    pub http_listen: SocketAddr,
+    /// Age beyond which a gossiped metric is unknown. Agents republish unchanged values every
+    /// --refresh (30 s by default), so keep this above it.
+    #[arg(long, env = "TELEMESH_STALE_AFTER", default_value = "45s", value_parser = parse_duration)]
+    pub stale_after: Duration,
+    /// What a dontschedule rule whose metric is unknown counts as (TAS: not violating).
+    #[arg(long, env = "TELEMESH_UNKNOWN_METRICS", value_enum, default_value_t = Unknown::NotViolating)]
+    pub unknown_metrics: Unknown,
+    /// What a node without a fresh value scores in prioritize.
+    #[arg(long, env = "TELEMESH_UNKNOWN_SCORE", value_enum, default_value_t = UnknownScore::Neutral)]
+    pub unknown_score: UnknownScore,
+    /// How often gossip changes are folded into the cluster view.
+    #[arg(long, env = "TELEMESH_VIEW_TICK", default_value = "100ms", value_parser = parse_duration)]
+    pub view_tick: Duration,
+    /// How often every member is re-read in full (catches deleted keys).
+    #[arg(long, env = "TELEMESH_VIEW_RESYNC", default_value = "30s", value_parser = parse_duration)]
+    pub view_resync: Duration,
+    /// With no agent seen, the view counts as synced (and the replica ready) after this.
+    #[arg(long, env = "TELEMESH_VIEW_SYNC_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
+    pub view_sync_timeout: Duration,
+    /// CA (PEM) that signs agents' QUIC certificates; with --quic-cert and --quic-key enables
+    /// /api/v1/nodes/{name}/pods.
+    #[arg(long, env = "TELEMESH_QUIC_CA", requires_all = ["quic_cert", "quic_key"])]
+    pub quic_ca: Option<PathBuf>,
+    /// This coordinator's QUIC client certificate chain (PEM).
+    #[arg(long, env = "TELEMESH_QUIC_CERT", requires = "quic_ca")]
+    pub quic_cert: Option<PathBuf>,
+    /// This coordinator's QUIC client key (PEM).
+    #[arg(long, env = "TELEMESH_QUIC_KEY", requires = "quic_ca")]
+    pub quic_key: Option<PathBuf>,
+    /// Local UDP address of the QUIC client.
+    #[arg(long, env = "TELEMESH_QUIC_BIND", default_value = "0.0.0.0:0")]
+    pub quic_bind: SocketAddr,
+    /// Agents' QUIC port, used with an agent's gossip IP when it does not publish its QUIC
+    /// address.
+    #[arg(long, env = "TELEMESH_AGENT_QUIC_PORT", default_value_t = 7443)]
+    pub agent_quic_port: u16,
+    /// How long tasks may take to stop after SIGTERM.
+    #[arg(long, env = "TELEMESH_SHUTDOWN_GRACE", default_value = "5s", value_parser = parse_duration)]
+    pub shutdown_grace: Duration,
+}
+
+/// How gossip is protected.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GossipSecurity {
+    /// Sealed with the keyring in this file.
+    Sealed(PathBuf),
+    /// Clear text (dev only).
+    Insecure,
+}
+
+/// Gossip membership settings.
+#[derive(Debug, Clone)]
+pub struct GossipSettings {
+    /// Replica name.
+    pub replica_name: String,
+    /// Listen address.
+    pub listen: SocketAddr,
+    /// Advertise address.
+    pub advertise: Option<SocketAddr>,
+    /// Seeds.
+    pub seeds: Vec<String>,
+    /// Sealed or not.
+    pub security: GossipSecurity,
+    /// Round interval.
+    pub interval: Duration,
+    /// Cluster id.
+    pub cluster_id: String,
+}
+
+/// QUIC client settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QuicSettings {
+    /// CA, certificate and key files.
+    pub files: telemesh_core::quic::tls::TlsFiles,
+    /// Local bind address.
+    pub bind: SocketAddr,
+    /// Agents' QUIC port fallback.
+    pub agent_port: u16,
+}
+
+/// A validated coordinator configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Kubeconfig path, if given.
+    pub kubeconfig: Option<PathBuf>,
+    /// Gossip.
+    pub gossip: GossipSettings,
+    /// Extender address.
+    pub extender_listen: SocketAddr,
+    /// Extender TLS, if HTTPS.
+    pub extender_tls: Option<TlsFiles>,
+    /// Verb paths.
+    pub paths: Paths,
+    /// Largest body, bytes.
+    pub max_body: usize,
+    /// API address.
+    pub api_listen: SocketAddr,
+    /// Metrics and health address.
+    pub http_listen: SocketAddr,
+    /// Telemetry treatment.
+    pub settings: Settings,
+    /// The view's update cadence.
+    pub view: ViewConfig,
+    /// QUIC to agents, if configured.
+    pub quic: Option<QuicSettings>,
+    /// Shutdown grace.
+    pub shutdown_grace: Duration,
+}
+
+/// A flag combination that cannot work.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// Neither a keyring nor --insecure-gossip.
+    #[error(
+        "gossip needs a keyring: pass --gossip-key-file PATH, or --insecure-gossip in a dev cluster"
+    )]
+    NoGossipSecurity,
+    /// A verb path that does not start with `/` or two verbs on one path.
+    #[error(
+        "extender paths must start with '/' and differ: filter {filter:?}, prioritize {prioritize:?}, preempt {preempt:?}"
+    )]
+    Paths {
+        /// --filter-path.
+        filter: String,
+        /// --prioritize-path.
+        prioritize: String,
+        /// --preempt-path.
+        preempt: String,
+    },
+    /// A zero duration where time must pass.
+    #[error("--{0} must be longer than zero")]
+    ZeroDuration(&'static str),
+}
+
+impl TryFrom<Cli> for Config {
+    type Error = ConfigError;
+
+    fn try_from(cli: Cli) -> Result<Self, Self::Error> {
+        let security = match (cli.gossip_key_file, cli.insecure_gossip) {
+            (Some(path), _) => GossipSecurity::Sealed(path),
+            (None, true) => GossipSecurity::Insecure,
+            (None, false) => return Err(ConfigError::NoGossipSecurity),
+        };
+        let paths = Paths {
+            filter: cli.filter_path,
+            prioritize: cli.prioritize_path,
+            preempt: cli.preempt_path,
+        };
+        let all = [&paths.filter, &paths.prioritize, &paths.preempt];
+        if all.iter().any(|p| !p.starts_with('/'))
+            || paths.filter == paths.prioritize
+            || paths.filter == paths.preempt
+            || paths.prioritize == paths.preempt
+        {
+            return Err(ConfigError::Paths {
+                filter: paths.filter,
+                prioritize: paths.prioritize,
+                preempt: paths.preempt,
+            });
+        }
+        for (flag, d) in [
+            ("gossip-interval", cli.gossip_interval),
+            ("view-tick", cli.view_tick),
+            ("view-resync", cli.view_resync),
+            ("stale-after", cli.stale_after),
+        ] {
+            if d.is_zero() {
+                return Err(ConfigError::ZeroDuration(flag));
+            }
+        }
+        let replica_name = cli.replica_name.unwrap_or_else(|| {
+            let nanos = SystemTime::now()
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .map_or(0, |d| d.subsec_nanos());
+            format!(
+                "coordinator-{:08x}",
+                nanos ^ std::process::id().rotate_left(16)
+            )
+        });
+        let extender_tls = match (cli.extender_cert, cli.extender_key) {
+            (Some(cert), Some(key)) => Some(TlsFiles {
+                cert,
+                key,
+                client_ca: cli.extender_client_ca,
+            }),
+            _ => None,
+        };
+        let quic = match (cli.quic_ca, cli.quic_cert, cli.quic_key) {
+            (Some(ca), Some(cert_chain), Some(key)) => Some(QuicSettings {
+                files: telemesh_core::quic::tls::TlsFiles {
+                    ca,
+                    cert_chain,
+                    key,
+                },
+                bind: cli.quic_bind,
+                agent_port: cli.agent_quic_port,
+            }),
+            _ => None,
+        };
+        let settings = Settings {
+            stale_after: cli.stale_after,
+            unknown: cli.unknown_metrics,
+            unknown_score: cli.unknown_score,
+        };
+        Ok(Self {
+            kubeconfig: cli.common.kubeconfig,
+            gossip: GossipSettings {
+                replica_name,
+                listen: cli.gossip_listen,
+                advertise: cli.gossip_advertise,
+                seeds: cli.gossip_seeds,
+                security,
+                interval: cli.gossip_interval,
+                cluster_id: cli.cluster_id,
+            },
+            extender_listen: cli.extender_listen,
+            extender_tls,
+            paths,
+            max_body: cli.extender_max_body_mib.saturating_mul(1 << 20),
+            api_listen: cli.api_listen,
+            http_listen: cli.http_listen,
+            settings,
+            view: ViewConfig {
+                tick: cli.view_tick,
+                resync: cli.view_resync,
+                sync_timeout: cli.view_sync_timeout,
+                stale_after: cli.stale_after,
+            },
+            quic,
+            shutdown_grace: cli.shutdown_grace,
+        })
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use clap::{CommandFactory as _, Parser as _};
+
+    use super::*;
+
+    #[test]
+    fn cli_definition_is_valid() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn defaults_work_in_the_dev_cluster() {
+        let cli = Cli::try_parse_from(["telemesh-coordinator", "--insecure-gossip"]).unwrap();
+        let c = Config::try_from(cli).unwrap();
+        assert_eq!(c.paths, Paths::default());
+        assert_eq!(c.gossip.security, GossipSecurity::Insecure);
+        assert!(c.extender_tls.is_none() && c.quic.is_none());
+        assert_eq!(c.settings, Settings::default());
+        assert!(c.gossip.replica_name.starts_with("coordinator-"));
+    }
+
+    #[test]
+    fn bad_combinations_are_refused_with_the_fix() {
+        let err =
+            Config::try_from(Cli::try_parse_from(["telemesh-coordinator"]).unwrap()).unwrap_err();
+        assert!(err.to_string().contains("--gossip-key-file"), "{err}");
+        let cli = Cli::try_parse_from([
+            "telemesh-coordinator",
+            "--insecure-gossip",
+            "--filter-path=/x",
+            "--prioritize-path=/x",
+        ])
+        .unwrap();
+        assert!(matches!(
+            Config::try_from(cli),
+            Err(ConfigError::Paths { .. })
+        ));
+        // A key without a certificate, or a QUIC CA without a client certificate: clap refuses.
+        assert!(Cli::try_parse_from(["telemesh-coordinator", "--extender-key=k"]).is_err());
+        assert!(Cli::try_parse_from(["telemesh-coordinator", "--quic-ca=ca"]).is_err());
+    }
+}

@@ -1,0 +1,350 @@
+//! The scheduler extender: filter, prioritize and preempt answered from the [`ClusterView`] and
+//! the [`PolicyCache`], with no API call and no other replica-local state, so every replica
+//! gives the same answer to the same request.
+//!
+//! - [`parse`]: one-pass, borrowing request parsing (nodes stay raw JSON);
+//! - [`filter`], [`prioritize`], [`preempt`]: the decisions, pure;
+//! - this module: a request body in, a reply body out ([`Extender`]);
+//! - [`http`]: the HTTP(S) server around it.
+//!
+//! Pods without a `telemetry-policy` label, or whose policy this replica does not know, or whose
+//! policy has no strategy for the verb, pass through untouched (filter keeps every candidate,
+//! prioritize answers `[]`) before any node is looked at.
+
+pub mod filter;
+pub mod http;
+pub mod parse;
+pub mod preempt;
+pub mod prioritize;
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use telemesh_core::extender::{ExtenderFilterResult, ExtenderPreemptionArgs};
+use telemesh_core::gossip::schema::unix_ms;
+use telemesh_core::policy::{Policy, Unknown};
+
+use self::filter::FilterDecision;
+use self::parse::{Args, Candidates, ParseError};
+use self::preempt::{KeepVictims, VictimRanker};
+use self::prioritize::{NoBias, ScoreBias};
+use crate::metrics::Outcome;
+use crate::policies::PolicyCache;
+use crate::view::ClusterView;
+
+/// What scores unknown nodes get in prioritize.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum UnknownScore {
+    /// The mean of the known scores: neither favoured nor penalised (the default).
+    #[default]
+    Neutral,
+    /// Zero: nodes without fresh telemetry come last.
+    Zero,
+}
+
+/// How the verbs treat telemetry.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Settings {
+    /// Age beyond which a metric is unknown.
+    pub stale_after: Duration,
+    /// What an unknown metric counts as in filter.
+    pub unknown: Unknown,
+    /// What an unknown node scores in prioritize.
+    pub unknown_score: UnknownScore,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            stale_after: Duration::from_secs(45),
+            unknown: Unknown::NotViolating,
+            unknown_score: UnknownScore::Neutral,
+        }
+    }
+}
+
+/// A reply: HTTP status and JSON body (never empty).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reply {
+    /// 200, or 400 for a malformed body.
+    pub status: u16,
+    /// JSON.
+    pub body: Vec<u8>,
+}
+
+/// A handled call: the reply and what was decided, for metrics.
+#[derive(Debug, Clone)]
+pub struct Handled {
+    /// The reply.
+    pub reply: Reply,
+    /// The decision.
+    pub outcome: Outcome,
+    /// Filter only: candidates kept and removed.
+    pub passed: usize,
+    /// Filter only: candidates removed.
+    pub failed: usize,
+}
+
+impl Handled {
+    fn new(reply: Reply, outcome: Outcome) -> Self {
+        Self {
+            reply,
+            outcome,
+            passed: 0,
+            failed: 0,
+        }
+    }
+}
+
+/// The extender: view, policies, settings and hooks.
+#[derive(Clone)]
+pub struct Extender {
+    /// Node state.
+    pub view: ClusterView,
+    /// Policies.
+    pub policies: PolicyCache,
+    /// Telemetry treatment.
+    pub settings: Settings,
+    /// Where rewards will bias prioritize scores.
+    pub bias: Arc<dyn ScoreBias>,
+    /// Where scavenger-aware preemption will rank victims.
+    pub victims: Arc<dyn VictimRanker>,
+}
+
+impl std::fmt::Debug for Extender {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Extender")
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+// === impl Extender ===
+
+impl Extender {
+    /// An extender without bias or victim ranking.
+    pub fn new(view: ClusterView, policies: PolicyCache, settings: Settings) -> Self {
+        Self {
+            view,
+            policies,
+            settings,
+            bias: Arc::new(NoBias),
+            victims: Arc::new(KeepVictims),
+        }
+    }
+
+    /// Answers a filter body.
+    pub fn filter(&self, body: &[u8]) -> Handled {
+        let args = match parse::parse_args(body) {
+            Ok(args) => args,
+            Err(e) => return Handled::new(filter_error(&e), Outcome::Malformed),
+        };
+        let policies = self.policies.load();
+        let (policy, outcome) = self.policy_of(&args, &policies);
+        let rules = policy.and_then(|p| p.dont_schedule.as_ref().map(|r| (p, r)));
+        let decision = match rules {
+            None => FilterDecision {
+                passed: (0..args.candidates.len()).collect(),
+                failed: Vec::new(),
+            },
+            Some((policy, rules)) => {
+                let view = self.view.load();
+                filter::filter(
+                    &view,
+                    policy,
+                    rules,
+                    &args.candidates,
+                    &self.settings,
+                    unix_ms(SystemTime::now()),
+                )
+            }
+        };
+        let outcome = match (outcome, rules) {
+            (Outcome::Evaluated, None) => Outcome::NoStrategy,
+            (o, _) => o,
+        };
+        let (passed, failed) = (decision.passed.len(), decision.failed.len());
+        if failed > 0 {
+            tracing::debug!(
+                pod.namespace = %args.pod.namespace, pod.name = %args.pod.name,
+                passed, failed, "filter removed nodes"
+            );
+        }
+        Handled {
+            reply: Reply {
+                status: 200,
+                body: encode_filter(&args.candidates, &decision),
+            },
+            outcome,
+            passed,
+            failed,
+        }
+    }
+
+    /// Answers a prioritize body.
+    pub fn prioritize(&self, body: &[u8]) -> Handled {
+        let args = match parse::parse_args(body) {
+            Ok(args) => args,
+            Err(e) => return Handled::new(error_object(&e.to_string()), Outcome::Malformed),
+        };
+        let policies = self.policies.load();
+        let (policy, outcome) = self.policy_of(&args, &policies);
+        let Some(rule) = policy.and_then(|p| p.schedule_on_metric.as_ref()) else {
+            let outcome = match outcome {
+                Outcome::Evaluated => Outcome::NoStrategy,
+                o => o,
+            };
+            return Handled::new(ok(b"[]".to_vec()), outcome);
+        };
+        let view = self.view.load();
+        let scores = prioritize::prioritize(
+            &view,
+            rule,
+            &args.pod,
+            &args.candidates,
+            &self.settings,
+            &*self.bias,
+            unix_ms(SystemTime::now()),
+        );
+        Handled::new(ok(encode_priorities(&args.candidates, &scores)), outcome)
+    }
+
+    /// Answers a preempt body.
+    pub fn preempt(&self, body: &[u8]) -> Handled {
+        let args: ExtenderPreemptionArgs = match serde_json::from_slice(body) {
+            Ok(args) => args,
+            Err(e) => {
+                return Handled::new(
+                    error_object(&format!(
+                        "malformed ExtenderPreemptionArgs body: {e}; send the JSON kube-scheduler sends"
+                    )),
+                    Outcome::Malformed,
+                );
+            }
+        };
+        let result = preempt::preempt(&args, &*self.victims);
+        match serde_json::to_vec(&result) {
+            Ok(body) => Handled::new(ok(body), Outcome::Evaluated),
+            Err(e) => Handled::new(
+                error_object(&format!("cannot encode the preemption result: {e}")),
+                Outcome::Malformed,
+            ),
+        }
+    }
+
+    /// The pod's policy, or why there is none.
+    fn policy_of<'p>(
+        &self,
+        args: &Args<'_>,
+        policies: &'p crate::policies::PolicySet,
+    ) -> (Option<&'p Policy>, Outcome) {
+        let Some(name) = args.pod.policy.as_deref() else {
+            return (None, Outcome::NoPolicy);
+        };
+        let namespace = match &*args.pod.namespace {
+            "" => "default",
+            ns => ns,
+        };
+        match policies.get(namespace, name) {
+            Some(p) => (Some(p), Outcome::Evaluated),
+            None => {
+                tracing::debug!(
+                    pod.namespace = %namespace, pod.name = %args.pod.name, policy.name = %name,
+                    "pod names a TASPolicy this replica does not know; passing it through"
+                );
+                (None, Outcome::PolicyNotFound)
+            }
+        }
+    }
+}
+
+fn ok(body: Vec<u8>) -> Reply {
+    Reply { status: 200, body }
+}
+
+/// A filter reply that fails the call: `Error` set, every other field empty.
+fn filter_error(e: &ParseError) -> Reply {
+    let body = serde_json::to_vec(&ExtenderFilterResult::error(e.to_string()))
+        .unwrap_or_else(|_| br#"{"Error":"malformed request"}"#.to_vec());
+    Reply { status: 400, body }
+}
+
+/// `{"Error": message}`: the error reply of verbs whose result has no `Error` field.
+pub fn error_object(message: &str) -> Reply {
+    let body = serde_json::to_vec(&serde_json::json!({ "Error": message }))
+        .unwrap_or_else(|_| br#"{"Error":"malformed request"}"#.to_vec());
+    Reply { status: 400, body }
+}
+
+fn push_str(out: &mut Vec<u8>, s: &str) {
+    // Writing a &str to a Vec cannot fail.
+    let _ = serde_json::to_writer(&mut *out, s);
+}
+
+/// Writes an `ExtenderFilterResult` in the request's mode: raw Node objects echoed back in
+/// full-node mode, names with nodeCacheCapable.
+fn encode_filter(candidates: &Candidates<'_>, decision: &FilterDecision) -> Vec<u8> {
+    let mut out = Vec::with_capacity(match candidates {
+        Candidates::Names(n) => 128 + n.len() * 24,
+        Candidates::Nodes(n) => 128 + n.iter().map(|r| r.raw.get().len() + 1).sum::<usize>(),
+    });
+    match candidates {
+        Candidates::Names(names) => {
+            out.extend_from_slice(br#"{"Nodes":null,"NodeNames":["#);
+            for (k, &i) in decision.passed.iter().enumerate() {
+                if k > 0 {
+                    out.push(b',');
+                }
+                push_str(&mut out, &names[i]);
+            }
+            out.extend_from_slice(b"]");
+        }
+        Candidates::Nodes(nodes) => {
+            out.extend_from_slice(br#"{"Nodes":{"metadata":{},"items":["#);
+            for (k, &i) in decision.passed.iter().enumerate() {
+                if k > 0 {
+                    out.push(b',');
+                }
+                out.extend_from_slice(nodes[i].raw.get().as_bytes());
+            }
+            out.extend_from_slice(br#"]},"NodeNames":null"#);
+        }
+    }
+    out.extend_from_slice(br#","FailedNodes":{"#);
+    for (k, (i, reason)) in decision.failed.iter().enumerate() {
+        if k > 0 {
+            out.push(b',');
+        }
+        push_str(&mut out, candidates.name(*i));
+        out.push(b':');
+        push_str(&mut out, reason);
+    }
+    out.extend_from_slice(br#"},"FailedAndUnresolvableNodes":{},"Error":""}"#);
+    out
+}
+
+/// Writes a `HostPriorityList`.
+fn encode_priorities(candidates: &Candidates<'_>, scores: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(2 + scores.len() * 36);
+    out.push(b'[');
+    for (i, score) in scores.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(br#"{"Host":"#);
+        push_str(&mut out, candidates.name(i));
+        out.extend_from_slice(br#","Score":"#);
+        // Scores are 0..=10.
+        match *score {
+            s @ 0..=9 => out.push(b'0' + s),
+            _ => out.extend_from_slice(b"10"),
+        }
+        out.push(b'}');
+    }
+    out.push(b']');
+    out
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests;

@@ -1,0 +1,483 @@
+//! Reading an `ExtenderArgs` body in one pass, borrowing from it, and keeping only what the
+//! verbs need: the pod's identity and policy label, and the candidate nodes' names. In full-node
+//! mode each Node stays raw JSON (`&RawValue`): the filter echoes survivors back byte for byte
+//! instead of building and re-serializing k8s-openapi objects, and a node's name is found by a
+//! short scan of its first keys (`metadata` comes first in what the scheduler writes). That keeps
+//! full-node calls close to the cost of merely validating the body.
+//!
+//! Top-level keys are matched in any case ([`key_is`]); nested Kubernetes objects use their
+//! exact camelCase keys, as the scheduler writes them.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use serde::de::{self, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::{Deserialize, Deserializer};
+use serde_json::value::RawValue;
+use telemesh_core::extender::{Key, key_is};
+use telemesh_core::policy::POLICY_LINK_LABEL;
+
+/// The parts of the pod the extender uses.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct PodInfo<'a> {
+    /// `metadata.namespace`.
+    pub namespace: Cow<'a, str>,
+    /// `metadata.name`.
+    pub name: Cow<'a, str>,
+    /// `metadata.uid`.
+    pub uid: Cow<'a, str>,
+    /// The `telemetry-policy` label, if any.
+    pub policy: Option<Cow<'a, str>>,
+}
+
+/// One candidate node of a full-node request.
+#[derive(Debug, Clone)]
+pub struct RawNode<'a> {
+    /// `metadata.name`.
+    pub name: Cow<'a, str>,
+    /// The Node object as received.
+    pub raw: &'a RawValue,
+}
+
+/// The candidate nodes.
+#[derive(Debug, Clone)]
+pub enum Candidates<'a> {
+    /// nodeCacheCapable: names only.
+    Names(Vec<Cow<'a, str>>),
+    /// Full Node objects.
+    Nodes(Vec<RawNode<'a>>),
+}
+
+// === impl Candidates ===
+
+impl Candidates<'_> {
+    /// Number of candidates.
+    pub fn len(&self) -> usize {
+        match self {
+            Self::Names(n) => n.len(),
+            Self::Nodes(n) => n.len(),
+        }
+    }
+
+    /// Whether there is none.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The `i`th candidate's name.
+    #[inline]
+    pub fn name(&self, i: usize) -> &str {
+        match self {
+            Self::Names(n) => &n[i],
+            Self::Nodes(n) => &n[i].name,
+        }
+    }
+
+    /// Every candidate's name, in order.
+    pub fn names(&self) -> Vec<&str> {
+        (0..self.len()).map(|i| self.name(i)).collect()
+    }
+}
+
+/// A filter or prioritize request.
+#[derive(Debug, Clone)]
+pub struct Args<'a> {
+    /// The pod (empty when the request had none).
+    pub pod: PodInfo<'a>,
+    /// The candidates.
+    pub candidates: Candidates<'a>,
+}
+
+/// Why a body was refused; the message goes in the reply's `Error`.
+#[derive(Debug, thiserror::Error)]
+pub enum ParseError {
+    /// Not JSON, or not the shape of ExtenderArgs.
+    #[error(
+        "malformed ExtenderArgs body: {0}; send the JSON kube-scheduler sends (Pod, Nodes or NodeNames)"
+    )]
+    Json(#[from] serde_json::Error),
+    /// Neither `Nodes` nor `NodeNames`.
+    #[error(
+        "ExtenderArgs names no candidate nodes: set Nodes (nodeCacheCapable: false) or NodeNames (nodeCacheCapable: true)"
+    )]
+    NoCandidates,
+    /// A Node without `metadata.name`.
+    #[error("Nodes.items[{0}] has no metadata.name")]
+    UnnamedNode(usize),
+}
+
+/// Parses a filter or prioritize body.
+pub fn parse_args(body: &[u8]) -> Result<Args<'_>, ParseError> {
+    let raw: RawArgs<'_> = serde_json::from_slice(body)?;
+    let candidates = match (raw.node_names, raw.nodes) {
+        (Some(names), _) => Candidates::Names(names),
+        (None, Some(nodes)) => {
+            let mut out = Vec::with_capacity(nodes.len());
+            for (i, raw) in nodes.into_iter().enumerate() {
+                let name = node_name(raw).ok_or(ParseError::UnnamedNode(i))?;
+                out.push(RawNode { name, raw });
+            }
+            Candidates::Nodes(out)
+        }
+        (None, None) => return Err(ParseError::NoCandidates),
+    };
+    Ok(Args {
+        pod: raw.pod.unwrap_or_default(),
+        candidates,
+    })
+}
+
+struct RawArgs<'a> {
+    pod: Option<PodInfo<'a>>,
+    nodes: Option<Vec<&'a RawValue>>,
+    node_names: Option<Vec<Cow<'a, str>>>,
+}
+
+impl<'de> Deserialize<'de> for RawArgs<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = RawArgs<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an ExtenderArgs object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let mut out = RawArgs {
+                    pod: None,
+                    nodes: None,
+                    node_names: None,
+                };
+                while let Some(Key(key)) = map.next_key::<Key<'de>>()? {
+                    if key_is(&key, "Pod") {
+                        out.pod = map.next_value::<Option<PodWire<'de>>>()?.map(PodWire::info);
+                    } else if key_is(&key, "Nodes") {
+                        out.nodes = map
+                            .next_value::<Option<NodeListWire<'de>>>()?
+                            .map(|l| l.items);
+                    } else if key_is(&key, "NodeNames") {
+                        out.node_names = map
+                            .next_value::<Option<Vec<Str<'de>>>>()?
+                            .map(|v| v.into_iter().map(|s| s.0).collect());
+                    } else {
+                        map.next_value::<IgnoredAny>()?;
+                    }
+                }
+                Ok(out)
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+/// A string borrowed from the body when it has no escapes.
+struct Str<'a>(Cow<'a, str>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for Str<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Key::deserialize(d).map(|k| Str(k.0))
+    }
+}
+
+#[derive(Deserialize)]
+struct PodWire<'a> {
+    #[serde(borrow, default)]
+    metadata: Option<PodMeta<'a>>,
+}
+
+#[derive(Deserialize)]
+struct PodMeta<'a> {
+    #[serde(borrow, default)]
+    namespace: Option<Str<'a>>,
+    #[serde(borrow, default)]
+    name: Option<Str<'a>>,
+    #[serde(borrow, default)]
+    uid: Option<Str<'a>>,
+    #[serde(borrow, default)]
+    labels: Option<PolicyLabel<'a>>,
+}
+
+impl<'a> PodWire<'a> {
+    fn info(self) -> PodInfo<'a> {
+        let Some(m) = self.metadata else {
+            return PodInfo::default();
+        };
+        let text = |s: Option<Str<'a>>| s.map(|s| s.0).unwrap_or_default();
+        PodInfo {
+            namespace: text(m.namespace),
+            name: text(m.name),
+            uid: text(m.uid),
+            policy: m.labels.and_then(|l| l.0),
+        }
+    }
+}
+
+/// From a pod's labels, only the `telemetry-policy` label.
+struct PolicyLabel<'a>(Option<Cow<'a, str>>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for PolicyLabel<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Option<Cow<'de, str>>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a map of labels")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let mut found = None;
+                while let Some(Key(key)) = map.next_key::<Key<'de>>()? {
+                    if key == POLICY_LINK_LABEL {
+                        found = Some(map.next_value::<Str<'de>>()?.0);
+                    } else {
+                        map.next_value::<IgnoredAny>()?;
+                    }
+                }
+                Ok(found)
+            }
+        }
+        d.deserialize_map(V).map(PolicyLabel)
+    }
+}
+
+struct NodeListWire<'a> {
+    items: Vec<&'a RawValue>,
+}
+
+impl<'de> Deserialize<'de> for NodeListWire<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = NodeListWire<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a NodeList object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let mut items = Vec::new();
+                while let Some(Key(key)) = map.next_key::<Key<'de>>()? {
+                    if key == "items" {
+                        items = map
+                            .next_value::<Option<Items<'de>>>()?
+                            .map(|i| i.0)
+                            .unwrap_or_default();
+                    } else {
+                        map.next_value::<IgnoredAny>()?;
+                    }
+                }
+                Ok(NodeListWire { items })
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+/// A JSON array of objects, each kept raw.
+struct Items<'a>(Vec<&'a RawValue>);
+
+impl<'de> Deserialize<'de> for Items<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Items<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an array of Node objects")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+                let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(64));
+                while let Some(raw) = seq.next_element::<&'de RawValue>()? {
+                    if !raw.get().starts_with('{') {
+                        return Err(de::Error::invalid_type(
+                            de::Unexpected::Other("a non-object item"),
+                            &"a Node object",
+                        ));
+                    }
+                    out.push(raw);
+                }
+                Ok(Items(out))
+            }
+        }
+        d.deserialize_seq(V)
+    }
+}
+
+/// A Node's `metadata.name`: a scan of its first keys, falling back to a parse when the name
+/// has escapes or the scan cannot tell.
+fn node_name(raw: &RawValue) -> Option<Cow<'_, str>> {
+    let text = raw.get();
+    if let Some(name) = scan::nested_plain_string(text, &["metadata", "name"]) {
+        return Some(Cow::Borrowed(name));
+    }
+    #[derive(Deserialize)]
+    struct Named<'a> {
+        #[serde(borrow)]
+        metadata: Option<Meta<'a>>,
+    }
+    #[derive(Deserialize)]
+    struct Meta<'a> {
+        #[serde(borrow)]
+        name: Option<Str<'a>>,
+    }
+    let named: Named<'_> = serde_json::from_str(text).ok()?;
+    named.metadata?.name.map(|s| s.0)
+}
+
+/// A minimal scanner over JSON text that is already known to be valid (it came out of a
+/// `RawValue`): find a nested field without building anything, skipping only the values of the
+/// keys before it (the scheduler writes `metadata` first and `name` first in it, so a node's
+/// name is found in its first few dozen bytes).
+mod scan {
+    /// The string at `path` (object keys from the top), if it has no escapes.
+    pub fn nested_plain_string<'a>(text: &'a str, path: &[&str]) -> Option<&'a str> {
+        let b = text.as_bytes();
+        let mut i = 0;
+        for field in path {
+            i = field_value(text, i, field)?;
+        }
+        if b.get(i) != Some(&b'"') {
+            return None;
+        }
+        let end = string_end(b, i)?;
+        let inner = &text[i + 1..end - 1];
+        (!inner.contains('\\')).then_some(inner)
+    }
+
+    /// Where the value of `field` starts in the object starting at (or after blanks from) `i`.
+    fn field_value(text: &str, i: usize, field: &str) -> Option<usize> {
+        let b = text.as_bytes();
+        let mut i = skip_ws(b, i);
+        if b.get(i) != Some(&b'{') {
+            return None;
+        }
+        i += 1;
+        loop {
+            i = skip_ws(b, i);
+            match b.get(i)? {
+                b'}' => return None,
+                b',' => {
+                    i += 1;
+                    continue;
+                }
+                b'"' => {}
+                _ => return None,
+            }
+            let key_end = string_end(b, i)?;
+            let key = &text[i + 1..key_end - 1];
+            i = skip_ws(b, key_end);
+            if b.get(i) != Some(&b':') {
+                return None;
+            }
+            i = skip_ws(b, i + 1);
+            if key == field {
+                return Some(i);
+            }
+            i = value_end(b, i)?;
+        }
+    }
+
+    fn skip_ws(b: &[u8], mut i: usize) -> usize {
+        while matches!(b.get(i), Some(b' ' | b'\n' | b'\r' | b'\t')) {
+            i += 1;
+        }
+        i
+    }
+
+    /// The index just past the string starting at `i` (which is `"`).
+    fn string_end(b: &[u8], mut i: usize) -> Option<usize> {
+        i += 1;
+        loop {
+            match b.get(i)? {
+                b'\\' => i += 2,
+                b'"' => return Some(i + 1),
+                _ => i += 1,
+            }
+        }
+    }
+
+    /// The index just past the value starting at `i`.
+    fn value_end(b: &[u8], i: usize) -> Option<usize> {
+        match b.get(i)? {
+            b'"' => string_end(b, i),
+            b'{' | b'[' => {
+                let mut depth = 0usize;
+                let mut j = i;
+                loop {
+                    match b.get(j)? {
+                        b'"' => {
+                            j = string_end(b, j)?;
+                            continue;
+                        }
+                        b'{' | b'[' => depth += 1,
+                        b'}' | b']' => {
+                            depth = depth.checked_sub(1)?;
+                            if depth == 0 {
+                                return Some(j + 1);
+                            }
+                        }
+                        _ => {}
+                    }
+                    j += 1;
+                }
+            }
+            _ => {
+                let mut j = i;
+                while !matches!(
+                    b.get(j),
+                    None | Some(b',' | b'}' | b']' | b' ' | b'\n' | b'\r' | b'\t')
+                ) {
+                    j += 1;
+                }
+                Some(j)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_mode_borrows_and_reads_the_policy_label() {
+        let body = br#"{"Pod":{"metadata":{"name":"p","namespace":"ns","uid":"u","labels":{"app":"x","telemetry-policy":"pol"}},"spec":{"containers":[]}},"Nodes":null,"NodeNames":["n1","n\u00e9"]}"#;
+        let args = parse_args(body).unwrap();
+        assert_eq!(args.pod.policy.as_deref(), Some("pol"));
+        assert_eq!(args.pod.namespace, "ns");
+        assert!(matches!(args.pod.namespace, Cow::Borrowed(_)));
+        assert_eq!(args.candidates.names(), ["n1", "né"]);
+    }
+
+    #[test]
+    fn full_mode_keeps_nodes_raw_and_finds_their_names() {
+        let body = br#"{"pod":{"metadata":{"name":"p"}},"NODES":{"metadata":{},"items":[
+            {"metadata":{"name":"a","labels":{"name":"not-this"}},"status":{}},
+            { "kind" : "Node", "spec" : {"x":[1,{"name":"no"}]}, "metadata" : { "uid":"1", "name" : "b" } },
+            {"metadata":{"name":"c\"q"}}]}}"#;
+        let args = parse_args(body).unwrap();
+        assert_eq!(args.candidates.names(), ["a", "b", "c\"q"]);
+        assert_eq!(args.pod.policy, None);
+        let Candidates::Nodes(nodes) = &args.candidates else {
+            panic!("full mode")
+        };
+        assert!(nodes[0].raw.get().starts_with(r#"{"metadata":{"name":"a""#));
+    }
+
+    #[test]
+    fn bad_bodies_are_errors() {
+        for body in [
+            &b""[..],
+            b"null",
+            b"{",
+            b"[]",
+            br#"{"Pod":{}}"#,
+            br#"{"NodeNames":[1]}"#,
+            br#"{"Nodes":{"items":[1]}}"#,
+            br#"{"Nodes":{"items":[{"metadata":{}}]}}"#,
+            br#"{"Pod":{"metadata":{"labels":{"telemetry-policy":3}}},"NodeNames":[]}"#,
+        ] {
+            assert!(
+                parse_args(body).is_err(),
+                "{}",
+                String::from_utf8_lossy(body)
+            );
+        }
+    }
+}

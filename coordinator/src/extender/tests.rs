@@ -1,0 +1,506 @@
+use std::collections::BTreeMap;
+use std::time::{Duration, SystemTime};
+
+use k8s_openapi::api::core::v1::{Node, NodeStatus, Pod};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use telemesh_core::extender::{
+    ExtenderArgs, ExtenderFilterResult, ExtenderPreemptionArgs, ExtenderPreemptionResult,
+    HostPriority, MetaPod, MetaVictims, NodeList, Victims,
+};
+use telemesh_core::gossip::schema::unix_ms;
+use telemesh_core::gossip::{Liveness, NodeState};
+use telemesh_core::policy::{Policy, RuleSet, TASPolicy, Unknown};
+
+use super::*;
+use crate::policies::{PolicyCache, PolicySet};
+use crate::view::{NodeEntry, Snapshot};
+
+const SEED_POLICY: &str = include_str!("../../../deploy/examples/scheduling-policy.yaml");
+
+fn seed_policy() -> Policy {
+    let p: TASPolicy = serde_yaml_ng::from_str(SEED_POLICY).unwrap();
+    Policy::compile(&p)
+}
+
+/// A node whose `node_metric` is `value`, measured `age` ago.
+fn entry(name: &str, value: Option<f64>, age: Duration) -> NodeEntry {
+    let at = unix_ms(SystemTime::now() - age);
+    let kvs: Vec<(String, String)> = [("role".to_owned(), "agent".to_owned())]
+        .into_iter()
+        .chain(value.map(|v| ("m:node_metric".to_owned(), format!("{v}@{at}"))))
+        .collect();
+    let state = NodeState::from_key_values(kvs.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+    NodeEntry::new(name, 1, Liveness::Live, state)
+}
+
+fn extender(entries: Vec<NodeEntry>) -> Extender {
+    Extender::new(
+        ClusterView::with_snapshot(Snapshot::from_entries(entries)),
+        PolicyCache::with_set(PolicySet::from_policies([seed_policy()])),
+        Settings::default(),
+    )
+}
+
+fn fresh(values: &[(&str, f64)]) -> Extender {
+    extender(
+        values
+            .iter()
+            .map(|(n, v)| entry(n, Some(*v), Duration::ZERO))
+            .collect(),
+    )
+}
+
+fn pod(policy: Option<&str>) -> Pod {
+    Pod {
+        metadata: ObjectMeta {
+            name: Some("demo".into()),
+            namespace: Some("health-metric-demo".into()),
+            uid: Some("uid-1".into()),
+            labels: policy.map(|p| {
+                [
+                    ("app".to_owned(), "demo".to_owned()),
+                    ("telemetry-policy".to_owned(), p.to_owned()),
+                ]
+                .into()
+            }),
+            ..Default::default()
+        },
+        ..Default::default()
+    }
+}
+
+fn node(name: &str) -> Node {
+    Node {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            labels: Some([("kubernetes.io/hostname".to_owned(), name.to_owned())].into()),
+            ..Default::default()
+        },
+        status: Some(NodeStatus {
+            capacity: Some([("cpu".to_owned(), Quantity("4".into()))].into()),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+fn names_args(policy: Option<&str>, names: &[&str]) -> Vec<u8> {
+    serde_json::to_vec(&ExtenderArgs {
+        pod: Some(pod(policy)),
+        nodes: None,
+        node_names: Some(names.iter().map(|n| (*n).to_owned()).collect()),
+    })
+    .unwrap()
+}
+
+fn full_args(policy: Option<&str>, names: &[&str]) -> Vec<u8> {
+    serde_json::to_vec(&ExtenderArgs {
+        pod: Some(pod(policy)),
+        nodes: Some(NodeList {
+            items: names.iter().map(|n| node(n)).collect(),
+            metadata: Default::default(),
+        }),
+        node_names: None,
+    })
+    .unwrap()
+}
+
+fn filter_result(h: &Handled) -> ExtenderFilterResult {
+    assert_eq!(
+        h.reply.status,
+        200,
+        "{}",
+        String::from_utf8_lossy(&h.reply.body)
+    );
+    serde_json::from_slice(&h.reply.body).unwrap()
+}
+
+fn priorities(h: &Handled) -> Vec<(String, i64)> {
+    assert_eq!(h.reply.status, 200);
+    let list: Vec<HostPriority> = serde_json::from_slice(&h.reply.body).unwrap();
+    list.into_iter().map(|p| (p.host, p.score)).collect()
+}
+
+const POLICY: Option<&str> = Some("scheduling-policy");
+
+#[test]
+fn filter_removes_violators_with_a_reason_naming_policy_rule_and_value() {
+    let ext = fresh(&[("n1", 50.0), ("n2", 5.0), ("n3", 20.0)]);
+    let h = ext.filter(&names_args(POLICY, &["n1", "n2", "n3", "unknown"]));
+    assert_eq!(h.outcome, Outcome::Evaluated);
+    let r = filter_result(&h);
+    assert_eq!(
+        r.node_names,
+        Some(vec!["n1".into(), "n3".into(), "unknown".into()])
+    );
+    assert_eq!(r.nodes, None);
+    assert_eq!(
+        r.failed_nodes,
+        BTreeMap::from([(
+            "n2".to_owned(),
+            "policy health-metric-demo/scheduling-policy dontschedule: node_metric LessThan 10 (value 5)"
+                .to_owned()
+        )])
+    );
+    assert!(r.failed_and_unresolvable_nodes.is_empty() && r.error.is_empty());
+    assert_eq!((h.passed, h.failed), (3, 1));
+}
+
+#[test]
+fn full_node_requests_round_trip_the_real_types() {
+    let ext = fresh(&[("n1", 50.0), ("n2", 5.0)]);
+    let h = ext.filter(&full_args(POLICY, &["n1", "n2"]));
+    let r = filter_result(&h);
+    // The surviving Node comes back as it was sent, and parses into the k8s-openapi type.
+    assert_eq!(r.nodes.unwrap().items, vec![node("n1")]);
+    assert_eq!(r.node_names, None);
+    assert!(r.failed_nodes.contains_key("n2"));
+
+    let scores = priorities(&ext.prioritize(&full_args(POLICY, &["n1", "n2"])));
+    assert_eq!(scores, [("n1".to_owned(), 10), ("n2".to_owned(), 1)]);
+}
+
+/// A request as kube-scheduler writes it for TAS (not nodeCacheCapable; Go's field order and
+/// `null`s; items without apiVersion/kind), and the exact answer.
+#[test]
+fn captured_tas_style_request_gets_the_expected_response() {
+    let request = r#"{"Pod":{"metadata":{"name":"demo-app-7d9c","namespace":"health-metric-demo","uid":"0c5b","creationTimestamp":null,"labels":{"app":"demo","telemetry-policy":"scheduling-policy"}},"spec":{"containers":[{"name":"nginx","image":"nginx","resources":{"limits":{"telemetry/scheduling":"1"}}}]},"status":{}},"Nodes":{"metadata":{},"items":[{"metadata":{"name":"node-a","uid":"a1","creationTimestamp":null,"labels":{"kubernetes.io/hostname":"node-a"}},"spec":{},"status":{"capacity":{"cpu":"4"}}},{"metadata":{"name":"node-b","uid":"b1","creationTimestamp":null},"spec":{},"status":{}}]},"NodeNames":null}"#;
+    let ext = fresh(&[("node-a", 12.0), ("node-b", 3.0)]);
+    let h = ext.filter(request.as_bytes());
+    let expected = r#"{"Nodes":{"metadata":{},"items":[{"metadata":{"name":"node-a","uid":"a1","creationTimestamp":null,"labels":{"kubernetes.io/hostname":"node-a"}},"spec":{},"status":{"capacity":{"cpu":"4"}}}]},"NodeNames":null,"FailedNodes":{"node-b":"policy health-metric-demo/scheduling-policy dontschedule: node_metric LessThan 10 (value 3)"},"FailedAndUnresolvableNodes":{},"Error":""}"#;
+    assert_eq!(String::from_utf8(h.reply.body).unwrap(), expected);
+
+    let h = ext.prioritize(request.as_bytes());
+    // Magnitude, not rank: 12 → 10, 3 → 10·3/12 = 2.5 → 3.
+    assert_eq!(
+        String::from_utf8(h.reply.body).unwrap(),
+        r#"[{"Host":"node-a","Score":10},{"Host":"node-b","Score":3}]"#
+    );
+}
+
+#[test]
+fn keys_are_accepted_in_any_case() {
+    let ext = fresh(&[("n1", 50.0), ("n2", 5.0)]);
+    let body = String::from_utf8(names_args(POLICY, &["n1", "n2"]))
+        .unwrap()
+        .replace("\"Pod\"", "\"pod\"")
+        .replace("\"NodeNames\"", "\"nodenames\"")
+        .replace("\"Nodes\"", "\"NODES\"");
+    let r = filter_result(&ext.filter(body.as_bytes()));
+    assert_eq!(r.node_names, Some(vec!["n1".into()]));
+}
+
+#[test]
+fn prioritize_scores_by_magnitude_and_unknown_nodes_get_the_neutral_score() {
+    let mut ext = extender(vec![
+        entry("hi", Some(80.0), Duration::ZERO),
+        entry("mid", Some(40.0), Duration::ZERO),
+        entry("lo", Some(0.0), Duration::ZERO),
+        entry("stale", Some(100.0), Duration::from_secs(3600)),
+        entry("silent", None, Duration::ZERO),
+    ]);
+    let names = ["hi", "mid", "lo", "stale", "silent", "absent"];
+    let scores = priorities(&ext.prioritize(&names_args(POLICY, &names)));
+    // Known: 10, 5, 0; neutral = mean 5.
+    let expect: Vec<(String, i64)> = names
+        .iter()
+        .zip([10, 5, 0, 5, 5, 5])
+        .map(|(n, s)| ((*n).to_owned(), s))
+        .collect();
+    assert_eq!(scores, expect);
+    ext.settings.unknown_score = UnknownScore::Zero;
+    let scores = priorities(&ext.prioritize(&names_args(POLICY, &names)));
+    assert_eq!(
+        scores.iter().map(|(_, s)| *s).collect::<Vec<_>>(),
+        [10, 5, 0, 0, 0, 0]
+    );
+}
+
+#[test]
+fn unknown_metrics_follow_the_setting_in_filter() {
+    let mut ext = extender(vec![
+        entry("stale", Some(1.0), Duration::from_secs(3600)),
+        entry("ok", Some(50.0), Duration::ZERO),
+    ]);
+    let body = names_args(POLICY, &["stale", "ok", "absent"]);
+    let r = filter_result(&ext.filter(&body));
+    assert_eq!(
+        r.node_names.unwrap().len(),
+        3,
+        "unknown is allowed by default"
+    );
+    ext.settings.unknown = Unknown::Violating;
+    let r = filter_result(&ext.filter(&body));
+    assert_eq!(r.node_names, Some(vec!["ok".into()]));
+    assert!(
+        r.failed_nodes["stale"].contains("(value stale 1)"),
+        "{:?}",
+        r.failed_nodes
+    );
+    assert!(r.failed_nodes["absent"].contains("(value missing)"));
+}
+
+#[test]
+fn pods_without_a_known_policy_pass_through() {
+    let ext = fresh(&[("n1", 5.0)]);
+    for (policy, outcome) in [
+        (None, Outcome::NoPolicy),
+        (Some("no-such-policy"), Outcome::PolicyNotFound),
+    ] {
+        let h = ext.filter(&names_args(policy, &["n1", "n2"]));
+        assert_eq!(h.outcome, outcome);
+        let r = filter_result(&h);
+        assert_eq!(r.node_names, Some(vec!["n1".into(), "n2".into()]));
+        assert!(r.failed_nodes.is_empty());
+        let h = ext.prioritize(&names_args(policy, &["n1"]));
+        assert_eq!(h.reply.body, b"[]");
+        // Full-node mode echoes every Node.
+        let r = filter_result(&ext.filter(&full_args(policy, &["n1", "n2"])));
+        assert_eq!(r.nodes.unwrap().items, vec![node("n1"), node("n2")]);
+    }
+}
+
+#[test]
+fn a_policy_without_the_strategy_passes_through() {
+    let mut p = seed_policy();
+    p.dont_schedule = None;
+    p.schedule_on_metric = None;
+    let ext = Extender::new(
+        ClusterView::with_snapshot(Snapshot::from_entries([entry(
+            "n1",
+            Some(1.0),
+            Duration::ZERO,
+        )])),
+        PolicyCache::with_set(PolicySet::from_policies([p])),
+        Settings::default(),
+    );
+    let h = ext.filter(&names_args(POLICY, &["n1"]));
+    assert_eq!(h.outcome, Outcome::NoStrategy);
+    assert_eq!(filter_result(&h).node_names, Some(vec!["n1".into()]));
+    assert_eq!(
+        ext.prioritize(&names_args(POLICY, &["n1"])).reply.body,
+        b"[]"
+    );
+}
+
+#[test]
+fn malformed_bodies_get_a_well_formed_error_and_a_400() {
+    let ext = fresh(&[("n1", 5.0)]);
+    let mut bodies: Vec<Vec<u8>> = [
+        "",
+        "null",
+        "[]",
+        "{",
+        "{}",
+        "not json",
+        r#"{"NodeNames":"n1"}"#,
+        r#"{"NodeNames":[1]}"#,
+        r#"{"Nodes":{"items":[{"metadata":{}}]}}"#,
+        r#"{"Nodes":{"items":[7]}}"#,
+        r#"{"Pod":[],"NodeNames":[]}"#,
+    ]
+    .iter()
+    .map(|s| s.as_bytes().to_vec())
+    .collect();
+    // Truncations of a valid body and a few byte flips: never a panic.
+    let valid = full_args(POLICY, &["n1", "n2"]);
+    bodies.extend((0..valid.len()).step_by(7).map(|n| valid[..n].to_vec()));
+    let mut x = 0x2545_F491_4F6C_DD1Du64;
+    for _ in 0..300 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let mut b = valid.clone();
+        let i = (x as usize) % b.len();
+        b[i] = (x >> 32) as u8;
+        bodies.push(b);
+    }
+    for body in bodies {
+        for h in [ext.filter(&body), ext.prioritize(&body), ext.preempt(&body)] {
+            let v: serde_json::Value = serde_json::from_slice(&h.reply.body).unwrap();
+            if h.reply.status == 200 {
+                continue; // a flip that kept the body valid
+            }
+            assert_eq!(h.reply.status, 400);
+            assert_eq!(h.outcome, Outcome::Malformed);
+            assert!(!v["Error"].as_str().unwrap().is_empty(), "{v}");
+        }
+    }
+    let r: ExtenderFilterResult = serde_json::from_slice(&ext.filter(b"{}").reply.body).unwrap();
+    assert!(r.error.contains("NodeNames"), "{}", r.error);
+    assert_eq!(r.nodes, None);
+    assert_eq!(r.node_names, None);
+}
+
+#[test]
+fn preempt_returns_the_victims_by_uid() {
+    let ext = fresh(&[]);
+    let full = ExtenderPreemptionArgs {
+        pod: Some(pod(POLICY)),
+        node_name_to_victims: Some(BTreeMap::from([(
+            "n1".to_owned(),
+            Victims {
+                pods: vec![pod(None)],
+                num_pdb_violations: 1,
+            },
+        )])),
+        node_name_to_meta_victims: None,
+    };
+    let meta = BTreeMap::from([(
+        "n1".to_owned(),
+        MetaVictims {
+            pods: vec![MetaPod {
+                uid: "uid-1".into(),
+            }],
+            num_pdb_violations: 1,
+        },
+    )]);
+    let h = ext.preempt(&serde_json::to_vec(&full).unwrap());
+    let r: ExtenderPreemptionResult = serde_json::from_slice(&h.reply.body).unwrap();
+    assert_eq!(r.node_name_to_meta_victims.as_ref(), Some(&meta));
+    let cached = ExtenderPreemptionArgs {
+        node_name_to_victims: None,
+        node_name_to_meta_victims: Some(meta.clone()),
+        ..full
+    };
+    let h = ext.preempt(&serde_json::to_vec(&cached).unwrap());
+    assert_eq!(
+        String::from_utf8(h.reply.body).unwrap(),
+        r#"{"NodeNameToMetaVictims":{"n1":{"Pods":[{"UID":"uid-1"}],"NumPDBViolations":1}}}"#
+    );
+}
+
+/// The allocation-free check agrees with the policy module's evaluation.
+#[test]
+fn fast_violation_check_agrees_with_rule_evaluation() {
+    use telemesh_core::policy::{LogicalOperator, Operator, Rule};
+    let mut x = 0x9E37_79B9_7F4A_7C15u64;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let ops = [Operator::Equals, Operator::LessThan, Operator::GreaterThan];
+    let policy = seed_policy();
+    for _ in 0..2_000 {
+        let rules: Vec<Rule> = (0..1 + next() % 3)
+            .map(|i| Rule {
+                metric: format!("m{i}"),
+                operator: ops[(next() % 3) as usize],
+                target: (next() % 5) as f64,
+            })
+            .collect();
+        let logical = if next() % 2 == 0 {
+            LogicalOperator::AnyOf
+        } else {
+            LogicalOperator::AllOf
+        };
+        let set = RuleSet { logical, rules };
+        let reasons = filter::Reasons::new(&policy, &set);
+        let mut kvs: Vec<(String, String)> = Vec::new();
+        for i in 0..3 {
+            if next() % 4 == 0 {
+                continue; // missing
+            }
+            let at = if next() % 5 == 0 { 0 } else { 1_000_000 };
+            kvs.push((format!("m:m{i}"), format!("{}@{at}", next() % 5)));
+        }
+        let state = NodeState::from_key_values(kvs.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+        let snap = Snapshot::from_entries([NodeEntry::new("n", 1, Liveness::Live, state)]);
+        let readings = snap.readings("n", 1_000_500, Duration::from_secs(1));
+        for unknown in [Unknown::NotViolating, Unknown::Violating] {
+            let verdict = set.evaluate(&readings, unknown);
+            assert_eq!(
+                filter::violated(&set, &readings, unknown),
+                verdict.violated,
+                "{set:?} {kvs:?} {unknown:?}"
+            );
+            if verdict.violated {
+                assert_eq!(
+                    reasons.reason(&set, &readings, unknown),
+                    verdict.reason(&policy.key(), "dontschedule")
+                );
+            }
+        }
+    }
+}
+
+mod routes {
+    use ::http::Request;
+    use axum::body::Body;
+    use http_body_util::BodyExt as _;
+    use prometheus_client::registry::Registry;
+    use tower::ServiceExt as _;
+
+    use super::*;
+    use crate::extender::http::{Paths, router};
+    use crate::metrics::ExtenderMetrics;
+
+    async fn call(
+        app: axum::Router,
+        method: &str,
+        path: &str,
+        body: Vec<u8>,
+    ) -> (u16, serde_json::Value) {
+        let resp = app
+            .oneshot(
+                Request::builder()
+                    .method(method)
+                    .uri(path)
+                    .body(Body::from(body))
+                    .unwrap(),
+            )
+            .await
+            .unwrap();
+        let status = resp.status().as_u16();
+        assert_eq!(resp.headers()["content-type"], "application/json");
+        let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+        (status, serde_json::from_slice(&bytes).unwrap())
+    }
+
+    #[tokio::test]
+    async fn every_reply_is_json_with_the_right_status() {
+        let mut reg = Registry::default();
+        let metrics = ExtenderMetrics::register(&mut reg);
+        let app = router(fresh(&[("n1", 50.0)]), metrics, &Paths::default(), 4096);
+        let (s, v) = call(
+            app.clone(),
+            "POST",
+            "/scheduler/filter",
+            names_args(POLICY, &["n1"]),
+        )
+        .await;
+        assert_eq!((s, v["NodeNames"][0].as_str()), (200, Some("n1")));
+        let (s, v) = call(
+            app.clone(),
+            "POST",
+            "/scheduler/prioritize",
+            names_args(POLICY, &["n1"]),
+        )
+        .await;
+        assert_eq!((s, v[0]["Score"].as_i64()), (200, Some(10)));
+        let (s, v) = call(app.clone(), "POST", "/scheduler/filter", b"{".to_vec()).await;
+        assert_eq!(s, 400);
+        assert!(v["Error"].as_str().unwrap().contains("malformed"));
+        let (s, v) = call(app.clone(), "GET", "/scheduler/filter", vec![]).await;
+        assert_eq!(s, 405);
+        assert!(v["Error"].as_str().unwrap().contains("POST"));
+        let (s, _) = call(app.clone(), "POST", "/scheduler/bind", vec![]).await;
+        assert_eq!(s, 404);
+        let (s, v) = call(app, "POST", "/scheduler/filter", vec![b' '; 5000]).await;
+        assert_eq!(s, 413);
+        assert!(v["Error"].as_str().unwrap().contains("--extender-max-body"));
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &reg).unwrap();
+        assert!(
+            text.contains(r#"decisions_total{verb="Filter",outcome="Evaluated"} 1"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"decisions_total{verb="Filter",outcome="Malformed"} 2"#),
+            "{text}"
+        );
+    }
+}

@@ -1,0 +1,19 @@
+//! telemesh-coordinator: a replica of Telemesh's thin control plane. It joins the agents'
+//! gossip as an observer and keeps the whole cluster's node state in memory ([`view`]), watches
+//! TASPolicies ([`policies`]), and answers kube-scheduler extender calls from those two alone
+//! ([`extender`]), so any number of replicas behind one Service give the same answers. It also
+//! serves a JSON API ([`api`]) and `/metrics`, `/healthz`, `/readyz` ([`health`]).
+//!
+//! The binary is a thin `main`; everything runs from [`run`] so tests and the dev cluster can
+//! start replicas in-process.
+
+pub mod api;
+pub mod config;
+pub mod extender;
+pub mod health;
+pub mod metrics;
+pub mod policies;
+pub mod run;
+pub mod view;
+
+pub use run::{Coordinator, start};

@@ -1,0 +1,295 @@
+//! Starting and stopping a coordinator replica: the gossip observer and the view updater, the
+//! TASPolicy watch, and the extender, API and health servers.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use prometheus_client::registry::Registry;
+use telemesh_core::gossip::{GossipConfig, GossipMember, Keyring, Role, Security};
+use telemesh_core::quic::client::QuicClient;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::api::{AgentLink, ApiState};
+use crate::config::{Config, GossipSecurity};
+use crate::extender::Extender;
+use crate::health::HealthState;
+use crate::metrics::{ExtenderMetrics, PolicyMetrics, ViewMetrics};
+use crate::policies::PolicyCache;
+use crate::view::{ClusterView, Updater};
+
+/// A running coordinator replica.
+pub struct Coordinator {
+    /// Where gossip listens.
+    pub gossip_addr: SocketAddr,
+    /// Where the extender listens.
+    pub extender_addr: SocketAddr,
+    /// Whether the extender serves HTTPS.
+    pub extender_https: bool,
+    /// Where the JSON API listens.
+    pub api_addr: SocketAddr,
+    /// Where /metrics, /healthz and /readyz listen.
+    pub http_addr: SocketAddr,
+    /// The cluster view (tests read it directly).
+    pub view: ClusterView,
+    /// The policy cache.
+    pub policies: PolicyCache,
+    stop: CancellationToken,
+    tasks: TaskTracker,
+    gossip: Arc<GossipMember>,
+    agents: Option<Arc<ApiState>>,
+    grace: Duration,
+}
+
+impl std::fmt::Debug for Coordinator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Coordinator")
+            .field("gossip_addr", &self.gossip_addr)
+            .field("extender_addr", &self.extender_addr)
+            .field("api_addr", &self.api_addr)
+            .field("http_addr", &self.http_addr)
+            .finish_non_exhaustive()
+    }
+}
+
+// === impl Coordinator ===
+
+impl Coordinator {
+    /// Stops: servers finish in-flight requests, gossip is left cleanly, tasks are waited for
+    /// up to the grace period.
+    pub async fn shutdown(self) {
+        self.stop.cancel();
+        self.tasks.close();
+        if tokio::time::timeout(self.grace, self.tasks.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!(grace = ?self.grace, "tasks still running after the grace period; exiting anyway");
+        }
+        if let Some(api) = &self.agents
+            && let Some(link) = &api.agents
+        {
+            link.client.close().await;
+        }
+        match Arc::try_unwrap(self.gossip) {
+            Ok(member) => {
+                if let Err(e) = member.shutdown().await {
+                    tracing::warn!(error = %e, "leaving the gossip failed");
+                }
+            }
+            Err(_) => tracing::warn!("gossip still in use at shutdown; stopping without leaving"),
+        }
+    }
+
+    /// Resolves when the coordinator's stop token is cancelled.
+    pub async fn stopped(&self) {
+        self.stop.cancelled().await;
+    }
+}
+
+/// Builds the kube client: the given kubeconfig, else in-cluster, else `$KUBECONFIG`.
+pub async fn kube_client(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<kube::Client> {
+    let config = match kubeconfig {
+        Some(path) => {
+            let kc = kube::config::Kubeconfig::read_from(path)
+                .with_context(|| format!("reading kubeconfig {}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(kc, &Default::default())
+                .await
+                .context("loading the kubeconfig")?
+        }
+        None => kube::Config::infer()
+            .await
+            .context("no kubeconfig: pass --kubeconfig, run in a cluster, or set KUBECONFIG")?,
+    };
+    kube::Client::try_from(config).context("building the Kubernetes client")
+}
+
+async fn bind(addr: SocketAddr, flag: &str) -> anyhow::Result<TcpListener> {
+    TcpListener::bind(addr).await.with_context(|| {
+        format!("cannot listen on {addr}; is the port in use? pick another --{flag}")
+    })
+}
+
+/// Serves `app` on `listener` over plain HTTP until `stop`.
+fn serve_http(
+    tasks: &TaskTracker,
+    listener: TcpListener,
+    app: axum::Router,
+    stop: CancellationToken,
+    what: &'static str,
+) {
+    tasks.spawn(async move {
+        if let Err(e) = axum::serve(listener, app)
+            .with_graceful_shutdown(stop.cancelled_owned())
+            .await
+        {
+            tracing::error!(error = %e, server = what, "HTTP server stopped");
+        }
+    });
+}
+
+/// Starts a coordinator; it runs until `stop` is cancelled (then call
+/// [`Coordinator::shutdown`]). Every listener is bound before this returns.
+pub async fn start(config: Config, stop: CancellationToken) -> anyhow::Result<Coordinator> {
+    let tasks = TaskTracker::new();
+    let mut registry = Registry::with_prefix("telemesh_coordinator");
+    let extender_metrics = ExtenderMetrics::register(registry.sub_registry_with_prefix("extender"));
+    let view_metrics = ViewMetrics::register(registry.sub_registry_with_prefix("view"));
+    let policy_metrics = PolicyMetrics::register(registry.sub_registry_with_prefix("policies"));
+
+    // Bind everything first, so a taken port fails the start before anything runs.
+    let extender_tls = match &config.extender_tls {
+        Some(files) => Some(crate::extender::http::server_config(files).context("extender TLS")?),
+        None => None,
+    };
+    let extender_listener = bind(config.extender_listen, "extender-listen").await?;
+    let api_listener = bind(config.api_listen, "api-listen").await?;
+    let http_listener = bind(config.http_listen, "http-listen").await?;
+    let extender_addr = extender_listener.local_addr()?;
+    let api_addr = api_listener.local_addr()?;
+    let http_addr = http_listener.local_addr()?;
+
+    // Gossip: an observer, on the same sealed transport as the agents.
+    let g = &config.gossip;
+    let security = match &g.security {
+        GossipSecurity::Sealed(path) => {
+            Security::Sealed(Keyring::load(path).context("starting gossip")?)
+        }
+        GossipSecurity::Insecure => Security::Insecure,
+    };
+    let mut gossip_config = GossipConfig::new(&g.replica_name, &g.cluster_id, g.listen, security);
+    gossip_config.role = Role::Observer;
+    gossip_config.advertise_addr = g.advertise;
+    gossip_config.seeds = g.seeds.clone();
+    gossip_config.gossip_interval = g.interval;
+    let member = Arc::new(
+        GossipMember::start(gossip_config)
+            .await
+            .context("starting gossip")?,
+    );
+    let gossip_addr = member.id().gossip_addr;
+
+    let view = ClusterView::default();
+    let updater = Updater::new(
+        member.clone(),
+        view.clone(),
+        config.view.clone(),
+        view_metrics,
+    )
+    .await;
+    tasks.spawn(updater.run(stop.child_token()));
+
+    let policies = PolicyCache::default();
+    let client = kube_client(config.kubeconfig.as_deref()).await?;
+    tasks.spawn(
+        policies
+            .clone()
+            .watch(client, policy_metrics, stop.child_token()),
+    );
+
+    // The extender.
+    let extender = Extender::new(view.clone(), policies.clone(), config.settings);
+    let app =
+        crate::extender::http::router(extender, extender_metrics, &config.paths, config.max_body);
+    let extender_https = extender_tls.is_some();
+    match extender_tls {
+        Some(tls) => {
+            let (stop, inner) = (stop.child_token(), tasks.clone());
+            tasks.spawn(crate::extender::http::serve_tls(
+                extender_listener,
+                app,
+                tls,
+                stop,
+                inner,
+            ));
+        }
+        None => {
+            tracing::warn!(
+                extender.addr = %extender_addr,
+                "the extender serves plain HTTP; pass --extender-cert and --extender-key outside a dev cluster"
+            );
+            serve_http(
+                &tasks,
+                extender_listener,
+                app,
+                stop.child_token(),
+                "extender",
+            );
+        }
+    }
+
+    // The JSON API.
+    let agents = match &config.quic {
+        Some(q) => {
+            let tls = telemesh_core::quic::tls::client_config(&q.files).context("QUIC TLS")?;
+            let client = QuicClient::bind(tls, q.bind).context("QUIC client")?;
+            Some(AgentLink {
+                client,
+                agent_port: q.agent_port,
+            })
+        }
+        None => {
+            tracing::info!(
+                "no --quic-ca/--quic-cert/--quic-key: /api/v1/nodes/{{name}}/pods answers 503"
+            );
+            None
+        }
+    };
+    tracing::warn!(
+        api.addr = %api_addr,
+        "the JSON API does not authenticate callers yet (TokenReview is not wired in): \
+         keep --api-listen on a private address"
+    );
+    let api_state = Arc::new(ApiState {
+        view: view.clone(),
+        stale_after: config.settings.stale_after,
+        agents,
+    });
+    serve_http(
+        &tasks,
+        api_listener,
+        crate::api::router(api_state.clone()),
+        stop.child_token(),
+        "api",
+    );
+
+    let health = Arc::new(HealthState {
+        registry,
+        view: view.clone(),
+        policies: policies.clone(),
+    });
+    serve_http(
+        &tasks,
+        http_listener,
+        crate::health::router(health),
+        stop.child_token(),
+        "health",
+    );
+
+    tracing::info!(
+        replica = %g.replica_name,
+        gossip.addr = %gossip_addr,
+        extender.addr = %extender_addr,
+        extender.https = extender_https,
+        api.addr = %api_addr,
+        http.addr = %http_addr,
+        "coordinator listening"
+    );
+    Ok(Coordinator {
+        gossip_addr,
+        extender_addr,
+        extender_https,
+        api_addr,
+        http_addr,
+        view,
+        policies,
+        stop,
+        tasks,
+        gossip: member,
+        agents: Some(api_state),
+        grace: config.shutdown_grace,
+    })
+}
