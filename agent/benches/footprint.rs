@@ -127,6 +127,9 @@ async fn run() {
     // Warm up: the agent learns every member and every pod.
     let warm = Duration::from_secs(env_usize("WARMUP", 20) as u64);
     tokio::time::sleep(warm).await;
+    if let Ok(Some(status)) = child.try_wait() {
+        panic!("telemesh-agent exited during warm-up: {status}");
+    }
     let in_view = peers[0].members().await.len();
     let cpu0 = process_cpu_seconds(pid);
     let t0 = Instant::now();
@@ -136,6 +139,9 @@ async fn run() {
         peak = peak.max(process_rss_mib(pid));
     }
     let cpu = process_cpu_seconds(pid) - cpu0;
+    if let Ok(Some(status)) = child.try_wait() {
+        panic!("telemesh-agent exited during the measurement: {status}");
+    }
     println!(
         "agent footprint: {pods_n} pods on its node, {members} other sealed members ({in_view} members in view), 1 s intervals"
     );

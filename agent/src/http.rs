@@ -18,8 +18,10 @@ pub struct HttpState {
     pub registry: Registry,
     /// Set once the agent is ready.
     pub ready: AtomicBool,
-    /// Renders `/debug/state`.
-    pub debug_state: Box<dyn Fn() -> serde_json::Value + Send + Sync>,
+    /// Renders `/debug/state` when asked (never ahead of time: with 1,000 members it is a few
+    /// MiB of JSON that nobody reads most seconds).
+    pub debug_state:
+        Box<dyn Fn() -> futures::future::BoxFuture<'static, serde_json::Value> + Send + Sync>,
 }
 
 /// Returns the router.
@@ -64,7 +66,7 @@ async fn readyz(State(state): State<Arc<HttpState>>) -> Response {
 }
 
 async fn debug_state(State(state): State<Arc<HttpState>>) -> Response {
-    axum::Json((state.debug_state)()).into_response()
+    axum::Json((state.debug_state)().await).into_response()
 }
 
 #[cfg(test)]
@@ -80,7 +82,7 @@ mod tests {
         Arc::new(HttpState {
             registry: Registry::with_prefix("telemesh_agent"),
             ready: AtomicBool::new(false),
-            debug_state: Box::new(|| serde_json::json!({"members": []})),
+            debug_state: Box::new(|| Box::pin(async { serde_json::json!({"members": []}) })),
         })
     }
 

@@ -7,9 +7,26 @@ use clap::Parser as _;
 use telemesh_agent::config::{Cli, Config};
 use tokio_util::sync::CancellationToken;
 
-#[tokio::main]
-async fn main() -> ExitCode {
+fn main() -> ExitCode {
     let cli = Cli::parse();
+    // Two workers whatever the node's size: the agent's work is a few file reads and datagrams
+    // a second, and tokio's default (one worker per core) costs a thread stack and an allocator
+    // arena per core on a 64-core node. Collection runs on a blocking thread; it needs one.
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .max_blocking_threads(4)
+        .enable_all()
+        .build();
+    match runtime {
+        Ok(rt) => rt.block_on(run(cli)),
+        Err(e) => {
+            eprintln!("cannot start the async runtime: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(cli: Cli) -> ExitCode {
     telemesh_core::telemetry::init(cli.common.log_format, "info");
     let config = match Config::try_from(cli) {
         Ok(c) => c,

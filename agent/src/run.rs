@@ -10,9 +10,7 @@ use anyhow::Context as _;
 use http_body_util::{BodyExt as _, Empty};
 use parking_lot::RwLock;
 use prometheus_client::registry::Registry;
-use telemesh_core::gossip::{
-    DropReason, GossipConfig, GossipMember, Keyring, Liveness, Member, Security,
-};
+use telemesh_core::gossip::{DropReason, GossipConfig, GossipMember, Keyring, Member, Security};
 use telemesh_core::pod::PodFigures;
 use telemesh_core::quic::server::{Handler, HandlerFuture, QuicServer};
 use telemesh_core::wire::Response;
@@ -250,13 +248,20 @@ pub async fn start(config: Config, stop: CancellationToken) -> anyhow::Result<Ag
     }
 
     let latest_pods: Arc<RwLock<Vec<PodFigures>>> = Arc::new(RwLock::new(Vec::new()));
-    let debug: Arc<RwLock<serde_json::Value>> =
-        Arc::new(RwLock::new(serde_json::json!({"members": []})));
-    let debug_read = debug.clone();
+    let debug_gossip = gossip.clone();
     let http_state = Arc::new(HttpState {
         registry,
         ready: AtomicBool::new(false),
-        debug_state: Box::new(move || debug_read.read().clone()),
+        debug_state: Box::new(move || {
+            let gossip = debug_gossip.clone();
+            Box::pin(async move {
+                let guard = gossip.lock().await;
+                match guard.as_ref() {
+                    Some(member) => members_json(&member.members().await),
+                    None => serde_json::json!({"members": []}),
+                }
+            })
+        }),
     });
 
     let quic_addr = match &config.quic {
@@ -377,10 +382,10 @@ pub async fn start(config: Config, stop: CancellationToken) -> anyhow::Result<Ag
             {
                 tracing::warn!(error = %e, "removing metrics from gossip failed");
             }
-            let members = member.members().await;
+            // Counts only: parsing every member's state each tick would cost more than collecting.
+            let (alive, dead) = member.liveness_counts().await;
             drop(guard);
-            let alive = members.iter().filter(|m| m.liveness == Liveness::Live).count() as i64;
-            let dead = members.len() as i64 - alive;
+            let (alive, dead) = (alive as i64, dead as i64);
             metrics.gossip_peers.get_or_create(&PeerLabels { state: PeerLiveness::Alive }).set(alive);
             metrics.gossip_peers.get_or_create(&PeerLabels { state: PeerLiveness::Dead }).set(dead);
             let stats = counters.snapshot();
@@ -391,7 +396,6 @@ pub async fn start(config: Config, stop: CancellationToken) -> anyhow::Result<Ag
                     c.inc_by(count - seen);
                 }
             }
-            *debug.write() = members_json(&members);
             // Ready once a collection went out and the pod watch has synced.
             if !ready && pods_synced.load(Ordering::Relaxed) {
                 ready = true;

@@ -568,6 +568,20 @@ impl GossipMember {
         self.chitchat.lock().await.live_nodes().count()
     }
 
+    /// Numbers of live and dead members (distinct node names, self included), without parsing
+    /// any state: cheap enough for every collection tick at 1,000 members.
+    pub async fn liveness_counts(&self) -> (usize, usize) {
+        let chitchat = self.chitchat.lock().await;
+        let live: HashSet<&str> = chitchat.live_nodes().map(|id| &*id.node_id).collect();
+        let dead = chitchat
+            .dead_nodes()
+            .map(|id| &*id.node_id)
+            .filter(|name| !live.contains(name))
+            .collect::<HashSet<&str>>()
+            .len();
+        (live.len(), dead)
+    }
+
     /// Membership changes from now on. A receiver that lags gets `RecvError::Lagged` and should
     /// resynchronise with [`Self::members`].
     pub fn events(&self) -> broadcast::Receiver<MembershipEvent> {
