@@ -10,7 +10,9 @@ use anyhow::Context as _;
 use http_body_util::{BodyExt as _, Empty};
 use parking_lot::RwLock;
 use prometheus_client::registry::Registry;
-use telemesh_core::gossip::{DropReason, GossipConfig, GossipMember, Keyring, Member, Security};
+use telemesh_core::gossip::{
+    DropReason, GossipConfig, GossipMember, Keyring, Member, Security, StateKey,
+};
 use telemesh_core::pod::PodFigures;
 use telemesh_core::quic::server::{Handler, HandlerFuture, QuicServer};
 use telemesh_core::wire::Response;
@@ -73,34 +75,14 @@ impl Agent {
     }
 }
 
-/// Builds the kube client: the given kubeconfig, else in-cluster, else `$KUBECONFIG`.
-pub async fn kube_client(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<kube::Client> {
-    let config = kube_config(kubeconfig).await?;
-    kube::Client::try_from(config).context("building the Kubernetes client")
-}
+pub use telemesh_core::client::kube_client;
 
 /// A client that does not retry 429s: for evictions, a disruption budget's refusal is the
 /// answer, tried again on a later pass, not fifteen times within the call.
 async fn eviction_client(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<kube::Client> {
-    let mut config = kube_config(kubeconfig).await?;
+    let mut config = telemesh_core::client::kube_config(kubeconfig).await?;
     config.default_retry = false;
     kube::Client::try_from(config).context("building the Kubernetes client")
-}
-
-async fn kube_config(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<kube::Config> {
-    let config = match kubeconfig {
-        Some(path) => {
-            let kc = kube::config::Kubeconfig::read_from(path)
-                .with_context(|| format!("reading kubeconfig {}", path.display()))?;
-            kube::Config::from_custom_kubeconfig(kc, &Default::default())
-                .await
-                .context("loading the kubeconfig")?
-        }
-        None => kube::Config::infer()
-            .await
-            .context("no kubeconfig: pass --kubeconfig, run in a cluster, or set KUBECONFIG")?,
-    };
-    Ok(config)
 }
 
 /// Answers the coordinator's QUIC requests from the latest collection.
@@ -279,6 +261,19 @@ pub async fn start(config: Config, stop: CancellationToken) -> anyhow::Result<Ag
             let server = QuicServer::bind(q.listen, tls, handler).context("binding QUIC")?;
             let addr = server.local_addr();
             tasks.spawn(server.run(stop.child_token()));
+            // Tell the coordinator where to ask: the QUIC port at the address peers gossip with
+            // (a 0.0.0.0 listen address is not reachable as such).
+            let advertised = if addr.ip().is_unspecified() {
+                SocketAddr::new(gossip_addr.ip(), addr.port())
+            } else {
+                addr
+            };
+            if let Some(member) = gossip.lock().await.as_ref() {
+                member
+                    .set(&StateKey::QuicAddr, &advertised.to_string())
+                    .await
+                    .context("publishing the QUIC address to gossip")?;
+            }
             Some(addr)
         }
         None => None,

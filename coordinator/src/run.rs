@@ -90,22 +90,7 @@ impl Coordinator {
     }
 }
 
-/// Builds the kube client: the given kubeconfig, else in-cluster, else `$KUBECONFIG`.
-pub async fn kube_client(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<kube::Client> {
-    let config = match kubeconfig {
-        Some(path) => {
-            let kc = kube::config::Kubeconfig::read_from(path)
-                .with_context(|| format!("reading kubeconfig {}", path.display()))?;
-            kube::Config::from_custom_kubeconfig(kc, &Default::default())
-                .await
-                .context("loading the kubeconfig")?
-        }
-        None => kube::Config::infer()
-            .await
-            .context("no kubeconfig: pass --kubeconfig, run in a cluster, or set KUBECONFIG")?,
-    };
-    kube::Client::try_from(config).context("building the Kubernetes client")
-}
+pub use telemesh_core::client::kube_client;
 
 async fn bind(addr: SocketAddr, flag: &str) -> anyhow::Result<TcpListener> {
     TcpListener::bind(addr).await.with_context(|| {

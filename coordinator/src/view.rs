@@ -45,9 +45,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::metrics::ViewMetrics;
 
-/// The raw gossip key an agent may publish with its QUIC address (`ip:port`), read here when
-/// present (see [`NodeEntry::quic_addr`]).
-pub const QUIC_ADDR_KEY: &str = "quic";
+/// The gossip key agents publish their QUIC address under (`ip:port`; see
+/// [`NodeEntry::quic_addr`]).
+pub use telemesh_core::gossip::schema::QUIC_ADDR_KEY;
 
 /// The hash of the read path's maps: FxHash (rustc's multiply-rotate over 8 bytes at a time),
 /// several times faster than SipHash on node names, and the extender hashes two strings per

@@ -3,9 +3,11 @@
 //! Pure logic lives here, apart from network plumbing: command-line groups every binary
 //! flattens in ([`cli`]), logging set-up ([`telemetry`]), and, as the later issues land, CRD
 //! types, policy evaluation, the reward model, the gossip state schema and wire messages.
-//! This crate makes no Kubernetes API calls; the binaries do.
+//! This crate makes no Kubernetes API calls (it only builds the client, [`client`]); the
+//! binaries do.
 
 pub mod cli;
+pub mod client;
 pub mod extender;
 pub mod gossip;
 pub mod metric;

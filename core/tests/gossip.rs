@@ -150,7 +150,13 @@ async fn sealed_members_see_every_metric_and_the_observer() {
 
     for m in &members {
         let s = m.stats();
-        assert_eq!(s.dropped.iter().sum::<u64>(), 0, "{s:?}");
+        // Every datagram opened. A send the loopback buffer refused under CPU contention is
+        // dropped as a network would drop it (and gossip repairs it); that is not a failure.
+        for (reason, count) in DropReason::ALL.iter().zip(s.dropped) {
+            if *reason != DropReason::SendFailed {
+                assert_eq!(count, 0, "{reason:?} {s:?}");
+            }
+        }
         assert!(s.bytes_in > 0 && s.bytes_out > 0, "{s:?}");
         assert!(s.relays_open <= 5, "{s:?}");
     }

@@ -523,7 +523,7 @@ impl GossipMember {
     fn ensure_settable(&self, key: &StateKey) -> Result<()> {
         self.ensure_agent()?;
         match key {
-            StateKey::Reward(_) | StateKey::Violation(_) => Ok(()),
+            StateKey::Reward(_) | StateKey::Violation(_) | StateKey::QuicAddr => Ok(()),
             _ => Err(GossipError::ManagedKey {
                 key: key.to_string(),
             }),

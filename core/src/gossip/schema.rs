@@ -6,6 +6,7 @@
 //! | `v` | schema version, a decimal `u32` ([`SCHEMA_VERSION`]) | every member, at start |
 //! | `role` | `agent` or `observer` | every member, at start |
 //! | `leaving` | `1` | a member shutting down cleanly |
+//! | `quic` | `<ip>:<port>` where the agent's QUIC server answers | agents with QUIC on |
 //! | `m:<metric name>` | `<value>@<unix ms>` ([`MetricValue`]) | agents |
 //! | `r:<...>` | reserved for rewards | later |
 //! | `v:<...>` | reserved for policy violations | later |
@@ -47,6 +48,8 @@ pub const MAX_KEY_LEN: usize = 256;
 const SCHEMA_VERSION_KEY: &str = "v";
 const ROLE_KEY: &str = "role";
 const LEAVING_KEY: &str = "leaving";
+/// The key of an agent's QUIC address ([`StateKey::QuicAddr`]).
+pub const QUIC_ADDR_KEY: &str = "quic";
 const METRIC_PREFIX: &str = "m:";
 const REWARD_PREFIX: &str = "r:";
 const VIOLATION_PREFIX: &str = "v:";
@@ -143,6 +146,8 @@ pub enum StateKey {
     Role,
     /// `leaving`: set by a member shutting down cleanly, so peers drop it at once.
     Leaving,
+    /// `quic`: the address of the agent's QUIC server (per-pod detail for the coordinator).
+    QuicAddr,
     /// `m:<name>`: one node metric.
     Metric(MetricName),
     /// `r:<rest>`: reserved for rewards; the rest is printable ASCII without spaces.
@@ -193,6 +198,7 @@ impl fmt::Display for StateKey {
             Self::SchemaVersion => f.write_str(SCHEMA_VERSION_KEY),
             Self::Role => f.write_str(ROLE_KEY),
             Self::Leaving => f.write_str(LEAVING_KEY),
+            Self::QuicAddr => f.write_str(QUIC_ADDR_KEY),
             Self::Metric(name) => write!(f, "{METRIC_PREFIX}{name}"),
             Self::Reward(rest) => write!(f, "{REWARD_PREFIX}{rest}"),
             Self::Violation(rest) => write!(f, "{VIOLATION_PREFIX}{rest}"),
@@ -223,6 +229,7 @@ impl FromStr for StateKey {
             SCHEMA_VERSION_KEY => Ok(Self::SchemaVersion),
             ROLE_KEY => Ok(Self::Role),
             LEAVING_KEY => Ok(Self::Leaving),
+            QUIC_ADDR_KEY => Ok(Self::QuicAddr),
             _ => {
                 if let Some(name) = key.strip_prefix(METRIC_PREFIX) {
                     MetricName::new(name).map(Self::Metric).map_err(|source| {
@@ -407,6 +414,8 @@ pub struct NodeState {
     pub role: Option<Role>,
     /// Whether the member announced it is shutting down.
     pub leaving: bool,
+    /// Where its QUIC server answers, if it runs one.
+    pub quic_addr: Option<std::net::SocketAddr>,
     /// Its metrics with their measurement times.
     pub metrics: BTreeMap<MetricName, MetricValue>,
     /// Reserved `r:` entries, unparsed (key without prefix → value).
@@ -453,6 +462,7 @@ impl NodeState {
                 self.leaving = true;
                 true
             }
+            StateKey::QuicAddr => value.parse().map(|a| self.quic_addr = Some(a)).is_ok(),
             StateKey::Metric(name) => value
                 .parse::<MetricValue>()
                 .map(|v| {
@@ -527,6 +537,11 @@ mod tests {
         }
         assert_eq!(StateKey::Metric(name("x")).to_string(), "m:x");
         assert_eq!(StateKey::SchemaVersion.to_string(), "v");
+        assert_eq!(StateKey::QuicAddr.to_string(), "quic");
+        let state = NodeState::from_key_values([("quic", "127.0.0.1:7443"), ("m:x", "1@2")]);
+        assert_eq!(state.quic_addr, Some("127.0.0.1:7443".parse().unwrap()));
+        let state = NodeState::from_key_values([("quic", "not an address")]);
+        assert_eq!((state.quic_addr, state.skipped.malformed_values), (None, 1));
         assert_eq!(StateKey::Violation("p".into()).to_string(), "v:p");
     }
 
