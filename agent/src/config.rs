@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use telemesh_core::cli::{CommonArgs, parse_duration};
+use telemesh_core::cli::{CommonArgs, GossipArgs, parse_duration};
 use telemesh_core::policy::Unknown;
 
 /// `telemesh-agent` flags.
@@ -30,28 +30,8 @@ pub struct Cli {
     /// UDP address gossip listens on.
     #[arg(long, env = "TELEMESH_GOSSIP_LISTEN", default_value = "127.0.0.1:7946")]
     pub gossip_listen: SocketAddr,
-    /// Address peers reach this agent's gossip at; defaults to --gossip-listen.
-    #[arg(long, env = "TELEMESH_GOSSIP_ADVERTISE")]
-    pub gossip_advertise: Option<SocketAddr>,
-    /// Gossip seeds, comma separated `host:port` (a DaemonSet's headless Service name works).
-    #[arg(long, env = "TELEMESH_GOSSIP_SEEDS", value_delimiter = ',')]
-    pub gossip_seeds: Vec<String>,
-    /// Keyring file: one base64 32-byte key per line, primary first (a mounted Secret).
-    #[arg(
-        long,
-        env = "TELEMESH_GOSSIP_KEY_FILE",
-        conflicts_with = "insecure_gossip"
-    )]
-    pub gossip_key_file: Option<PathBuf>,
-    /// Gossip in clear text (dev cluster only; said loudly at start-up).
-    #[arg(long, env = "TELEMESH_INSECURE_GOSSIP")]
-    pub insecure_gossip: bool,
-    /// Gossip round interval.
-    #[arg(long, env = "TELEMESH_GOSSIP_INTERVAL", default_value = "1s", value_parser = parse_duration)]
-    pub gossip_interval: Duration,
-    /// Gossip cluster id: members of other clusters are refused.
-    #[arg(long, env = "TELEMESH_CLUSTER_ID", default_value = "telemesh")]
-    pub cluster_id: String,
+    #[command(flatten)]
+    pub gossip: GossipArgs,
     /// Republish an unchanged metric at least this often.
     #[arg(long, env = "TELEMESH_REFRESH", default_value = "30s", value_parser = parse_duration)]
     pub refresh: Duration,
@@ -111,14 +91,7 @@ pub struct Cli {
     pub shutdown_grace: Duration,
 }
 
-/// How gossip is protected.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum GossipSecurity {
-    /// Sealed with the keyring in this file.
-    Sealed(PathBuf),
-    /// Clear text (dev only).
-    Insecure,
-}
+pub use telemesh_core::cli::GossipSecurity;
 
 /// QUIC server settings: all three PEM files are needed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -229,11 +202,7 @@ impl TryFrom<Cli> for Config {
         if cli.node_name.trim().is_empty() {
             return Err(ConfigError::NoNodeName);
         }
-        let gossip_security = match (cli.gossip_key_file, cli.insecure_gossip) {
-            (Some(path), false) => GossipSecurity::Sealed(path),
-            (None, true) => GossipSecurity::Insecure,
-            _ => return Err(ConfigError::NoGossipSecurity),
-        };
+        let gossip_security = cli.gossip.security().ok_or(ConfigError::NoGossipSecurity)?;
         let quic = match (cli.quic_listen, cli.quic_ca, cli.quic_cert, cli.quic_key) {
             (None, ..) => None,
             (Some(listen), Some(ca), Some(cert), Some(key)) => Some(QuicConfig {
@@ -249,7 +218,7 @@ impl TryFrom<Cli> for Config {
         }
         for (name, d) in [
             ("collect-interval", cli.collect_interval),
-            ("gossip-interval", cli.gossip_interval),
+            ("gossip-interval", cli.gossip.gossip_interval),
             ("refresh", cli.refresh),
             ("policy-interval", cli.policy_interval),
             ("stale-after", cli.stale_after),
@@ -264,11 +233,11 @@ impl TryFrom<Cli> for Config {
             host_root: cli.host_root,
             collect_interval: cli.collect_interval,
             gossip_listen: cli.gossip_listen,
-            gossip_advertise: cli.gossip_advertise,
-            gossip_seeds: cli.gossip_seeds,
+            gossip_advertise: cli.gossip.gossip_advertise,
+            gossip_seeds: cli.gossip.gossip_seeds,
             gossip_security,
-            gossip_interval: cli.gossip_interval,
-            cluster_id: cli.cluster_id,
+            gossip_interval: cli.gossip.gossip_interval,
+            cluster_id: cli.gossip.cluster_id,
             deadband: crate::publish::Deadband {
                 relative: cli.deadband,
                 absolute: 1e-3,

@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
-use telemesh_core::cli::{CommonArgs, parse_duration};
+use telemesh_core::cli::{CommonArgs, GossipArgs, parse_duration};
 use telemesh_core::policy::Unknown;
 
 use crate::extender::http::{Paths, TlsFiles};
@@ -29,28 +29,8 @@ pub struct Cli {
     /// UDP address gossip listens on.
     #[arg(long, env = "TELEMESH_GOSSIP_LISTEN", default_value = "127.0.0.1:7947")]
     pub gossip_listen: SocketAddr,
-    /// Address peers reach this replica's gossip at; defaults to --gossip-listen.
-    #[arg(long, env = "TELEMESH_GOSSIP_ADVERTISE")]
-    pub gossip_advertise: Option<SocketAddr>,
-    /// Gossip seeds, comma separated `host:port` (the agents' headless Service works).
-    #[arg(long, env = "TELEMESH_GOSSIP_SEEDS", value_delimiter = ',')]
-    pub gossip_seeds: Vec<String>,
-    /// Keyring file: one base64 32-byte key per line, primary first (a mounted Secret).
-    #[arg(
-        long,
-        env = "TELEMESH_GOSSIP_KEY_FILE",
-        conflicts_with = "insecure_gossip"
-    )]
-    pub gossip_key_file: Option<PathBuf>,
-    /// Gossip in clear text (dev cluster only; said loudly at start-up).
-    #[arg(long, env = "TELEMESH_INSECURE_GOSSIP")]
-    pub insecure_gossip: bool,
-    /// Gossip round interval.
-    #[arg(long, env = "TELEMESH_GOSSIP_INTERVAL", default_value = "1s", value_parser = parse_duration)]
-    pub gossip_interval: Duration,
-    /// Gossip cluster id: the agents' --cluster-id.
-    #[arg(long, env = "TELEMESH_CLUSTER_ID", default_value = "telemesh")]
-    pub cluster_id: String,
+    #[command(flatten)]
+    pub gossip: GossipArgs,
     /// TCP address of the scheduler extender.
     #[arg(
         long,
@@ -139,14 +119,7 @@ pub struct Cli {
     pub shutdown_grace: Duration,
 }
 
-/// How gossip is protected.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum GossipSecurity {
-    /// Sealed with the keyring in this file.
-    Sealed(PathBuf),
-    /// Clear text (dev only).
-    Insecure,
-}
+pub use telemesh_core::cli::GossipSecurity;
 
 /// Gossip membership settings.
 #[derive(Debug, Clone)]
@@ -236,11 +209,7 @@ impl TryFrom<Cli> for Config {
     type Error = ConfigError;
 
     fn try_from(cli: Cli) -> Result<Self, Self::Error> {
-        let security = match (cli.gossip_key_file, cli.insecure_gossip) {
-            (Some(path), _) => GossipSecurity::Sealed(path),
-            (None, true) => GossipSecurity::Insecure,
-            (None, false) => return Err(ConfigError::NoGossipSecurity),
-        };
+        let security = cli.gossip.security().ok_or(ConfigError::NoGossipSecurity)?;
         let paths = Paths {
             filter: cli.filter_path,
             prioritize: cli.prioritize_path,
@@ -259,7 +228,7 @@ impl TryFrom<Cli> for Config {
             });
         }
         for (flag, d) in [
-            ("gossip-interval", cli.gossip_interval),
+            ("gossip-interval", cli.gossip.gossip_interval),
             ("view-tick", cli.view_tick),
             ("view-resync", cli.view_resync),
             ("stale-after", cli.stale_after),
@@ -307,11 +276,11 @@ impl TryFrom<Cli> for Config {
             gossip: GossipSettings {
                 replica_name,
                 listen: cli.gossip_listen,
-                advertise: cli.gossip_advertise,
-                seeds: cli.gossip_seeds,
+                advertise: cli.gossip.gossip_advertise,
+                seeds: cli.gossip.gossip_seeds,
                 security,
-                interval: cli.gossip_interval,
-                cluster_id: cli.cluster_id,
+                interval: cli.gossip.gossip_interval,
+                cluster_id: cli.gossip.cluster_id,
             },
             extender_listen: cli.extender_listen,
             extender_tls,

@@ -23,6 +23,55 @@ pub struct CommonArgs {
     pub log_format: LogFormat,
 }
 
+/// Gossip flags the agent and the coordinator share (each keeps its own `--gossip-listen`, whose
+/// default port differs so both run on one host in the dev cluster).
+#[derive(Debug, Clone, clap::Args)]
+pub struct GossipArgs {
+    /// Address peers reach this member's gossip at; defaults to --gossip-listen.
+    #[arg(long, env = "TELEMESH_GOSSIP_ADVERTISE")]
+    pub gossip_advertise: Option<std::net::SocketAddr>,
+    /// Gossip seeds, comma separated `host:port` (the agents' headless Service name works).
+    #[arg(long, env = "TELEMESH_GOSSIP_SEEDS", value_delimiter = ',')]
+    pub gossip_seeds: Vec<String>,
+    /// Keyring file: one base64 32-byte key per line, primary first (a mounted Secret).
+    #[arg(
+        long,
+        env = "TELEMESH_GOSSIP_KEY_FILE",
+        conflicts_with = "insecure_gossip"
+    )]
+    pub gossip_key_file: Option<PathBuf>,
+    /// Gossip in clear text (dev cluster only; said loudly at start-up).
+    #[arg(long, env = "TELEMESH_INSECURE_GOSSIP")]
+    pub insecure_gossip: bool,
+    /// Gossip round interval.
+    #[arg(long, env = "TELEMESH_GOSSIP_INTERVAL", default_value = "1s", value_parser = parse_duration)]
+    pub gossip_interval: std::time::Duration,
+    /// Gossip cluster id: members of other clusters are refused.
+    #[arg(long, env = "TELEMESH_CLUSTER_ID", default_value = "telemesh")]
+    pub cluster_id: String,
+}
+
+/// How gossip is protected.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GossipSecurity {
+    /// Sealed with the keyring in this file.
+    Sealed(PathBuf),
+    /// Clear text (dev only).
+    Insecure,
+}
+
+impl GossipArgs {
+    /// The protection asked for; `None` when neither a keyring nor `--insecure-gossip` was
+    /// given (a configuration error: gossip is never clear text by default).
+    pub fn security(&self) -> Option<GossipSecurity> {
+        match (&self.gossip_key_file, self.insecure_gossip) {
+            (Some(path), _) => Some(GossipSecurity::Sealed(path.clone())),
+            (None, true) => Some(GossipSecurity::Insecure),
+            (None, false) => None,
+        }
+    }
+}
+
 /// Parses a duration flag: `500ms`, `10s`, `2m`, `1h` (a bare number is seconds).
 pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
     use std::time::Duration;
