@@ -89,6 +89,14 @@ async fn labels(nodes: &Api<Node>, name: &str) -> std::collections::BTreeMap<Str
         .unwrap_or_default()
 }
 
+/// Waits until `node` carries `key=want` (or, with `None`, no `key`).
+async fn until_label(nodes: &Api<Node>, node: &str, key: &str, want: Option<&str>) {
+    eventually(&format!("{node}: {key}={want:?}"), WAIT, || async move {
+        (labels(nodes, node).await.get(key).map(String::as_str) == want).then_some(())
+    })
+    .await;
+}
+
 async fn pod_names(pods: &Api<Pod>) -> Vec<String> {
     let mut names: Vec<String> = pods
         .list(&ListParams::default())
@@ -439,18 +447,7 @@ async fn seed_policies_label_evict_and_clean_up_across_a_restart() {
         &cluster.roots[1],
         "node_metric 50\ntemperature 90\nfreeRAM 100\n",
     );
-    eventually("sim-node-1 violates multirules-policy", WAIT, || {
-        let nodes = nodes.clone();
-        async move {
-            (labels(&nodes, "sim-node-1")
-                .await
-                .get("multirules-policy")
-                .map(String::as_str)
-                == Some("violating"))
-            .then_some(())
-        }
-    })
-    .await;
+    until_label(&nodes, "sim-node-1", "multirules-policy", Some("violating")).await;
     // Its pod is linked to the other policy, which sim-node-1 does not violate.
     assert!(pod_names(&pods).await.contains(&"elsewhere".to_string()));
 
@@ -508,22 +505,7 @@ spec:
         problems[0].contains("\"spreadevenly\" is unknown"),
         "{problems:?}"
     );
-    eventually(
-        "the valid strategy of the broken policy still labels",
-        WAIT,
-        || {
-            let nodes = nodes.clone();
-            async move {
-                (labels(&nodes, "sim-node-1")
-                    .await
-                    .get("broken")
-                    .map(String::as_str)
-                    == Some("violating"))
-                .then_some(())
-            }
-        },
-    )
-    .await;
+    until_label(&nodes, "sim-node-1", "broken", Some("violating")).await;
 
     agent0.shutdown().await;
     agent1.shutdown().await;
