@@ -1,8 +1,7 @@
 //! filter: a pod's `dontschedule` rules against each candidate node. Pure: a snapshot, the
 //! policy and the clock in, the kept and removed candidates out.
 
-use telemesh_core::gossip::schema::format_f64;
-use telemesh_core::policy::{Metrics, Policy, Reading, Rule, RuleSet, StrategyKind, Unknown};
+use telemesh_core::policy::{Metrics, Policy, RuleSet, StrategyKind, Unknown};
 
 use super::Settings;
 use super::parse::Candidates;
@@ -35,7 +34,7 @@ pub fn filter(
     let mut reasons: Option<Reasons> = None;
     for i in 0..candidates.len() {
         let readings = view.readings(candidates.name(i), now_ms, settings.stale_after);
-        if !violated(rules, &readings, settings.unknown) {
+        if !rules.violated(&readings, settings.unknown) {
             out.passed.push(i);
             continue;
         }
@@ -78,11 +77,7 @@ impl Reasons {
         let mut first = true;
         for (rule, prefix) in rules.rules.iter().zip(&self.rules) {
             let reading = metrics.reading(&rule.metric);
-            let violated = match reading.fresh() {
-                Some(v) => rule.operator.holds(v, rule.target),
-                None => unknown == Unknown::Violating,
-            };
-            if !violated {
+            if !rule.violated_by(reading, unknown) {
                 continue;
             }
             if !first {
@@ -90,31 +85,9 @@ impl Reasons {
             }
             first = false;
             out.push_str(prefix);
-            match reading {
-                Reading::Fresh(v) => out.push_str(&format_f64(v)),
-                Reading::Stale(v) => {
-                    out.push_str("stale ");
-                    out.push_str(&format_f64(v));
-                }
-                Reading::Missing => out.push_str("missing"),
-            }
+            reading.write_value(&mut out);
             out.push(')');
         }
         out
-    }
-}
-
-/// Whether `rules` are violated, as [`RuleSet::evaluate`] decides, without allocating.
-#[inline]
-pub fn violated(rules: &RuleSet, metrics: &impl Metrics, unknown: Unknown) -> bool {
-    let one = |r: &Rule| match metrics.reading(&r.metric).fresh() {
-        Some(v) => r.operator.holds(v, r.target),
-        None => unknown == Unknown::Violating,
-    };
-    match rules.logical {
-        telemesh_core::policy::LogicalOperator::AnyOf => rules.rules.iter().any(one),
-        telemesh_core::policy::LogicalOperator::AllOf => {
-            !rules.rules.is_empty() && rules.rules.iter().all(one)
-        }
     }
 }

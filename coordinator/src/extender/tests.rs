@@ -413,7 +413,7 @@ fn fast_violation_check_agrees_with_rule_evaluation() {
         for unknown in [Unknown::NotViolating, Unknown::Violating] {
             let verdict = set.evaluate(&readings, unknown);
             assert_eq!(
-                filter::violated(&set, &readings, unknown),
+                set.violated(&readings, unknown),
                 verdict.violated,
                 "{set:?} {kvs:?} {unknown:?}"
             );

@@ -6,6 +6,7 @@ use std::time::{Duration, SystemTime};
 
 use super::rule::{Labeling, LogicalOperator, Operator, Rule, RuleSet};
 use crate::gossip::NodeState;
+use crate::gossip::schema::format_f64;
 
 /// What is known of a metric on a node.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -26,6 +27,18 @@ impl Reading {
         match self {
             Self::Fresh(v) => Some(v),
             Self::Stale(_) | Self::Missing => None,
+        }
+    }
+
+    /// Appends the reading as reasons show it: `93.5`, `stale 93.5` or `missing`.
+    pub fn write_value(self, out: &mut String) {
+        match self {
+            Self::Fresh(v) => out.push_str(&format_f64(v)),
+            Self::Stale(v) => {
+                out.push_str("stale ");
+                out.push_str(&format_f64(v));
+            }
+            Self::Missing => out.push_str("missing"),
         }
     }
 }
@@ -70,7 +83,7 @@ impl Metrics for NodeReadings<'_> {
     }
 }
 
-/// A plain map of fresh values, for the agent's own latest collection and for tests.
+/// A plain map of fresh values (tests, and callers without measurement times).
 impl Metrics for BTreeMap<String, f64> {
     fn reading(&self, metric: &str) -> Reading {
         let found = self.get(metric).or_else(|| {
@@ -120,12 +133,9 @@ impl Verdict {
             if i > 0 {
                 out.push(';');
             }
-            let value = match r.reading {
-                Reading::Fresh(v) => crate::gossip::schema::format_f64(v),
-                Reading::Stale(v) => format!("stale {}", crate::gossip::schema::format_f64(v)),
-                Reading::Missing => "missing".into(),
-            };
-            out.push_str(&format!(" {} (value {value})", r.rule));
+            out.push_str(&format!(" {} (value ", r.rule));
+            r.reading.write_value(&mut out);
+            out.push(')');
         }
         out
     }
@@ -139,21 +149,62 @@ pub fn evaluate_rule(
     unknown: Unknown,
 ) -> RuleOutcome {
     let reading = metrics.reading(&rule.metric);
-    let violated = match reading.fresh() {
-        Some(v) => rule.operator.holds(v, rule.target),
-        None => unknown == Unknown::Violating,
-    };
     RuleOutcome {
         index,
         rule: rule.clone(),
         reading,
-        violated,
+        violated: rule.violated_by(reading, unknown),
+    }
+}
+
+// === impl Rule ===
+
+impl Rule {
+    /// Whether `reading` violates this rule; a stale or missing reading counts as `unknown`
+    /// says.
+    pub fn violated_by(&self, reading: Reading, unknown: Unknown) -> bool {
+        match reading.fresh() {
+            Some(v) => self.operator.holds(v, self.target),
+            None => unknown == Unknown::Violating,
+        }
+    }
+}
+
+// === impl LogicalOperator ===
+
+impl LogicalOperator {
+    /// Combines rule outcomes: `anyOf` is violated by one violated rule, `allOf` only when
+    /// there is at least one rule and every rule is.
+    pub fn combine(self, mut violated: impl Iterator<Item = bool>) -> bool {
+        match self {
+            Self::AnyOf => violated.any(|v| v),
+            Self::AllOf => {
+                let mut any = false;
+                for v in violated {
+                    if !v {
+                        return false;
+                    }
+                    any = true;
+                }
+                any
+            }
+        }
     }
 }
 
 // === impl RuleSet ===
 
 impl RuleSet {
+    /// Whether the strategy is violated, as [`RuleSet::evaluate`] decides, without building a
+    /// verdict (no allocation: the extender's filter asks this per candidate node).
+    pub fn violated(&self, metrics: &impl Metrics, unknown: Unknown) -> bool {
+        self.logical.combine(
+            self.rules
+                .iter()
+                .map(|r| r.violated_by(metrics.reading(&r.metric), unknown)),
+        )
+    }
+
     /// Evaluates the rules and combines them: `anyOf` is violated by one violated rule,
     /// `allOf` only when every rule is.
     pub fn evaluate(&self, metrics: &impl Metrics, unknown: Unknown) -> Verdict {
@@ -163,15 +214,8 @@ impl RuleSet {
             .enumerate()
             .map(|(i, r)| evaluate_rule(i, r, metrics, unknown))
             .collect();
-        let violated = combine(self.logical, &rules);
+        let violated = self.logical.combine(rules.iter().map(|r| r.violated));
         Verdict { violated, rules }
-    }
-}
-
-fn combine(logical: LogicalOperator, rules: &[RuleOutcome]) -> bool {
-    match logical {
-        LogicalOperator::AnyOf => rules.iter().any(|r| r.violated),
-        LogicalOperator::AllOf => !rules.is_empty() && rules.iter().all(|r| r.violated),
     }
 }
 
@@ -195,7 +239,7 @@ impl Labeling {
             .enumerate()
             .map(|(i, r)| evaluate_rule(i, &r.rule, metrics, unknown))
             .collect();
-        let violated = combine(self.logical, &rules);
+        let violated = self.logical.combine(rules.iter().map(|r| r.violated));
         let mut chosen: BTreeMap<&str, (&str, Option<f64>, Operator)> = BTreeMap::new();
         if violated {
             for (outcome, rule) in rules.iter().zip(&self.rules) {
