@@ -360,8 +360,9 @@ pub async fn start(config: Config, stop: CancellationToken) -> anyhow::Result<Ag
                 metrics.node_metric.get_or_create(&MetricLabel { metric: s.name.to_string() }).set(s.value);
             }
             *latest_pods.write() = collection.pods;
-            *latest_samples.write() = Some((SystemTime::now(), collection.samples.clone()));
             let selection = publisher.select(&collection.samples, tokio::time::Instant::now());
+            // Handed over, not copied: the policy loop is the last reader of this collection.
+            *latest_samples.write() = Some((SystemTime::now(), std::mem::take(&mut collection.samples)));
             let guard = gossip_loop.lock().await;
             let Some(member) = guard.as_ref() else { break };
             if !selection.publish.is_empty() {

@@ -97,6 +97,31 @@ async fn until_label(nodes: &Api<Node>, node: &str, key: &str, want: Option<&str
     .await;
 }
 
+/// Waits until the agent's `/metrics` at `addr` contains `needle`.
+async fn until_metrics_contain(addr: std::net::SocketAddr, needle: &str) {
+    use http_body_util::BodyExt as _;
+    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .build_http::<http_body_util::Empty<bytes::Bytes>>();
+    eventually(&format!("/metrics to contain {needle}"), WAIT, || {
+        let client = client.clone();
+        async move {
+            let uri = format!("http://{addr}/metrics").parse().unwrap();
+            let body = client
+                .get(uri)
+                .await
+                .ok()?
+                .into_body()
+                .collect()
+                .await
+                .ok()?;
+            String::from_utf8_lossy(&body.to_bytes())
+                .contains(needle)
+                .then_some(())
+        }
+    })
+    .await;
+}
+
 async fn pod_names(pods: &Api<Pod>) -> Vec<String> {
     let mut names: Vec<String> = pods
         .list(&ListParams::default())
@@ -322,32 +347,11 @@ async fn seed_policies_label_evict_and_clean_up_across_a_restart() {
     assert_eq!(label_events.len(), 1, "{label_events:?}");
 
     // The budget-protected pod waits: its evictions are refused, not forced.
-    let metrics_text = |addr| async move {
-        let client =
-            hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
-                .build_http::<http_body_util::Empty<bytes::Bytes>>();
-        let resp = client
-            .get(format!("http://{addr}/metrics").parse().unwrap())
-            .await
-            .unwrap();
-        use http_body_util::BodyExt as _;
-        String::from_utf8(
-            resp.into_body()
-                .collect()
-                .await
-                .unwrap()
-                .to_bytes()
-                .to_vec(),
-        )
-        .unwrap()
-    };
     let http0 = agent0.http_addr;
-    eventually("a refused eviction is counted", WAIT, || async move {
-        metrics_text(http0)
-            .await
-            .contains("telemesh_agent_evictions_total{outcome=\"blocked_by_budget\"}")
-            .then_some(())
-    })
+    until_metrics_contain(
+        http0,
+        "telemesh_agent_evictions_total{outcome=\"blocked_by_budget\"}",
+    )
     .await;
     assert!(pod_names(&pods).await.contains(&"guarded".to_string()));
 
@@ -361,13 +365,7 @@ async fn seed_policies_label_evict_and_clean_up_across_a_restart() {
     .unwrap();
     let agent0 = cluster.start_agent(0).await;
     let http0 = agent0.http_addr;
-    eventually("the restarted agent evaluates", WAIT, || async move {
-        metrics_text(http0)
-            .await
-            .contains("telemesh_agent_policies_violated 1")
-            .then_some(())
-    })
-    .await;
+    until_metrics_contain(http0, "telemesh_agent_policies_violated 1").await;
     // Two more periods to let any duplicate show.
     let settle = Instant::now();
     eventually("two evaluation periods pass", WAIT, || async move {
