@@ -266,3 +266,115 @@ pub fn row<'a>(table: &'a str, name: &str) -> Vec<&'a str> {
 pub fn header(table: &str) -> Vec<&str> {
     table.lines().next().map(cells).unwrap_or_default()
 }
+
+/// Returns the path of a workspace binary (`telemesh-agent`, `telemesh-coordinator`) built
+/// beside this test executable (`target/<profile>/NAME`); panics saying how to build it when
+/// it is missing (`CARGO_BIN_EXE_*` exists only inside the binary's own package).
+pub fn workspace_binary(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("the test executable's path");
+    // target/<profile>/deps/<test>-<hash> → target/<profile>/<name>
+    let dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("the test executable lives in target/<profile>/deps");
+    let path = dir.join(name);
+    assert!(
+        path.is_file(),
+        "{} is missing: run `cargo build --workspace --bins` first (scripts/test.sh does)",
+        path.display()
+    );
+    path
+}
+
+/// A child process whose stdout and stderr lines are kept for the test to search and to show
+/// when it fails. Killed on drop.
+#[derive(Debug)]
+pub struct Process {
+    name: String,
+    child: Child,
+    lines: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl Process {
+    /// Starts `cmd` (stdin closed, stdout and stderr collected) and names it `name` in messages.
+    pub fn spawn(name: &str, mut cmd: Command) -> Self {
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        let mut child = cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {name}: {e}"));
+        let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let collect = |out: Option<Box<dyn tokio::io::AsyncRead + Send + Unpin>>| {
+            let lines = lines.clone();
+            async move {
+                let Some(out) = out else { return };
+                let mut reader = BufReader::new(out).lines();
+                while let Ok(Some(line)) = reader.next_line().await {
+                    lines.lock().expect("process lines lock").push(line);
+                }
+            }
+        };
+        let stdout = child
+            .stdout
+            .take()
+            .map(|s| Box::new(s) as Box<dyn tokio::io::AsyncRead + Send + Unpin>);
+        let stderr = child
+            .stderr
+            .take()
+            .map(|s| Box::new(s) as Box<dyn tokio::io::AsyncRead + Send + Unpin>);
+        tokio::spawn(collect(stdout));
+        tokio::spawn(collect(stderr));
+        Self {
+            name: name.to_owned(),
+            child,
+            lines,
+        }
+    }
+
+    /// Returns every output line so far.
+    pub fn output(&self) -> Vec<String> {
+        self.lines.lock().expect("process lines lock").clone()
+    }
+
+    /// Waits for an output line that `pred` maps to `Some`; panics, showing the output, if
+    /// none comes within `within` or the process exits first.
+    pub async fn wait_for_line<T>(
+        &mut self,
+        what: &str,
+        within: Duration,
+        pred: impl Fn(&str) -> Option<T>,
+    ) -> T {
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            if let Some(v) = self.output().iter().find_map(|l| pred(l)) {
+                return v;
+            }
+            if let Ok(Some(status)) = self.child.try_wait() {
+                panic!(
+                    "{} exited ({status}) before {what}; its output:\n{}",
+                    self.name,
+                    self.output().join("\n")
+                );
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "timed out after {within:?} waiting for {what} from {}; its output:\n{}",
+                self.name,
+                self.output().join("\n")
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Returns whether the process is still running.
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// Kills the process and waits for it.
+    pub async fn kill(&mut self) {
+        let _ = self.child.kill().await;
+    }
+}

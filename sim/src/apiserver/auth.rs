@@ -4,10 +4,16 @@
 //!
 //! With no tokens configured every request is anonymous-admin; with no rules configured every
 //! authenticated user may do everything (like an RBAC cluster with a cluster-admin binding).
+//!
+//! [`AuditLog`] records every authorization decision on resource requests once enabled, so a
+//! test can check a component's RBAC from what the component really asked: nothing denied,
+//! every rule used.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 
-use http::{HeaderMap, header};
+use http::{HeaderMap, Method, header};
+use parking_lot::Mutex;
 use serde_json::{Value, json};
 
 use super::error::{ApiError, ApiResult};
@@ -221,6 +227,74 @@ impl Auth {
     }
 }
 
+// === impl AuditLog ===
+
+/// One authorization decision: who asked to do what, and whether the table allowed it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decision {
+    /// The authenticated user name.
+    pub user: String,
+    /// What was asked.
+    pub attributes: Attributes,
+    /// Whether [`Auth::allowed`] said yes.
+    pub allowed: bool,
+}
+
+/// Every authorization decision on resource requests by authenticated users, in arrival order.
+/// Off until [`AuditLog::enable`] (a long-running dev cluster would grow it without bound).
+#[derive(Debug, Default)]
+pub struct AuditLog {
+    enabled: AtomicBool,
+    decisions: Mutex<Vec<Decision>>,
+}
+
+impl AuditLog {
+    /// Starts recording.
+    pub fn enable(&self) {
+        self.enabled.store(true, Ordering::Relaxed);
+    }
+
+    /// Returns whether decisions are recorded.
+    pub fn is_enabled(&self) -> bool {
+        self.enabled.load(Ordering::Relaxed)
+    }
+
+    /// Returns the decisions recorded so far.
+    pub fn decisions(&self) -> Vec<Decision> {
+        self.decisions.lock().clone()
+    }
+
+    /// Records what `auth` decides for `user` asking `attributes` (when enabled).
+    pub fn record(&self, auth: &Auth, user: &UserInfo, attributes: Attributes) {
+        if !self.is_enabled() {
+            return;
+        }
+        let allowed = auth.allowed(user, &attributes);
+        self.decisions.lock().push(Decision {
+            user: user.username.clone(),
+            attributes,
+            allowed,
+        });
+    }
+}
+
+/// Returns a resource request's authorization verb as kube-apiserver names it (`get`, `list`,
+/// `watch`, `create`, `update`, `patch`, `delete`, `deletecollection`); `None` for a method
+/// no verb maps to.
+pub fn request_verb(method: &Method, has_name: bool, is_watch: bool) -> Option<&'static str> {
+    Some(match (method, has_name) {
+        (&Method::GET, true) => "get",
+        (&Method::GET, false) if is_watch => "watch",
+        (&Method::GET, false) => "list",
+        (&Method::POST, _) => "create",
+        (&Method::PUT, _) => "update",
+        (&Method::PATCH, _) => "patch",
+        (&Method::DELETE, true) => "delete",
+        (&Method::DELETE, false) => "deletecollection",
+        _ => return None,
+    })
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -294,5 +368,38 @@ mod tests {
             None,
         );
         assert_eq!(sar["status"]["allowed"], true);
+    }
+
+    #[test]
+    fn the_audit_log_records_decisions_once_enabled() {
+        let a = auth();
+        let alice = a.tokens["t1"].clone();
+        let log = AuditLog::default();
+        let attrs = |verb: &str, name: &str| Attributes {
+            verb: verb.into(),
+            resource: "pods".into(),
+            namespace: "default".into(),
+            name: name.into(),
+            ..Attributes::default()
+        };
+        assert_eq!(request_verb(&Method::GET, false, true), Some("watch"));
+        assert_eq!(request_verb(&Method::DELETE, true, false), Some("delete"));
+        log.record(&a, &alice, attrs("watch", ""));
+        assert!(log.decisions().is_empty(), "off by default");
+        log.enable();
+        log.record(&a, &alice, attrs("watch", ""));
+        log.record(&a, &alice, attrs("delete", "p"));
+        let d = log.decisions();
+        assert_eq!(d.len(), 2);
+        assert_eq!(
+            (d[0].attributes.verb.as_str(), d[0].allowed),
+            ("watch", false)
+        );
+        assert_eq!(
+            (d[1].attributes.verb.as_str(), d[1].allowed),
+            ("delete", false)
+        );
+        assert_eq!(d[0].user, "alice");
+        assert_eq!(request_verb(&Method::OPTIONS, false, false), None);
     }
 }

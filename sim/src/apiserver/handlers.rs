@@ -11,7 +11,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use serde_json::{Value, json};
 
-use super::auth::{Attributes, UserInfo};
+use super::auth::{self, Attributes, UserInfo};
 use super::error::{ApiError, ApiResult};
 use super::request::ResourcePath;
 use super::table::{IncludeObject, PrinterColumn, ResourceInfo};
@@ -249,33 +249,20 @@ pub async fn resource(
         ctx.query.get("watch").map(String::as_str),
         Some("true" | "1")
     );
-    let verb = match (&ctx.method, rp.name.is_some()) {
-        (&Method::GET, true) => "get",
-        (&Method::GET, false) if is_watch => "watch",
-        (&Method::GET, false) => "list",
-        (&Method::POST, _) => "create",
-        (&Method::PUT, _) => "update",
-        (&Method::PATCH, _) => "patch",
-        (&Method::DELETE, true) => "delete",
-        (&Method::DELETE, false) => "deletecollection",
-        _ => {
-            return Err(ApiError::method_not_allowed(
-                ctx.method.as_str(),
-                &rp.plural,
-            ));
-        }
+    let verb = auth::request_verb(&ctx.method, rp.name.is_some(), is_watch)
+        .ok_or_else(|| ApiError::method_not_allowed(ctx.method.as_str(), &rp.plural))?;
+    let attributes = Attributes {
+        verb: verb.into(),
+        group: def.group.clone(),
+        resource: def.plural.clone(),
+        subresource: rp.subresource.clone().unwrap_or_default(),
+        namespace: rp.namespace.clone().unwrap_or_default(),
+        name: rp.name.clone().unwrap_or_default(),
     };
-    server.auth.authorize(
-        ctx.user.as_ref(),
-        &Attributes {
-            verb: verb.into(),
-            group: def.group.clone(),
-            resource: def.plural.clone(),
-            subresource: rp.subresource.clone().unwrap_or_default(),
-            namespace: rp.namespace.clone().unwrap_or_default(),
-            name: rp.name.clone().unwrap_or_default(),
-        },
-    )?;
+    if let Some(user) = ctx.user.as_ref() {
+        server.audit.record(&server.auth, user, attributes.clone());
+    }
+    server.auth.authorize(ctx.user.as_ref(), &attributes)?;
     if def.create_only && verb != "create" {
         return Err(ApiError::method_not_allowed(verb, &def.plural));
     }

@@ -74,6 +74,8 @@ pub struct Server {
     pub registry: RwLock<Registry>,
     /// Tokens and permissions.
     pub auth: auth::Auth,
+    /// Authorization decisions, recorded once enabled (tests check RBAC against it).
+    pub audit: auth::AuditLog,
     /// Settings.
     pub config: ServerConfig,
     /// The address clients reach us at (for discovery's serverAddressByClientCIDRs).
@@ -92,6 +94,7 @@ impl Server {
             store: Store::new(config.history_capacity, config.watch_buffer),
             registry: RwLock::new(Registry::with_builtins()),
             auth,
+            audit: auth::AuditLog::default(),
             config,
             address: OnceLock::new(),
             gc,

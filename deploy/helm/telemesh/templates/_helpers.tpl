@@ -1,0 +1,43 @@
+{{- /*
+Helpers. The chart uses few template functions on purpose (include, nindent, quote, default,
+toYaml, b64enc, randAlphaNum, lookup): tests/tests/deploy.rs renders it without helm, with those
+functions implemented, to produce deploy/manifests/telemesh.yaml and to test the chart.
+*/ -}}
+
+{{- define "telemesh.labels" -}}
+app.kubernetes.io/name: telemesh
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/part-of: telemesh
+{{- end }}
+
+{{- define "telemesh.agent.selectorLabels" -}}
+app.kubernetes.io/name: telemesh
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: agent
+{{- end }}
+
+{{- define "telemesh.agent.labels" -}}
+{{ include "telemesh.labels" . }}
+app.kubernetes.io/component: agent
+{{- end }}
+
+{{- define "telemesh.coordinator.selectorLabels" -}}
+app.kubernetes.io/name: telemesh
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: coordinator
+{{- end }}
+
+{{- define "telemesh.coordinator.labels" -}}
+{{ include "telemesh.labels" . }}
+app.kubernetes.io/component: coordinator
+{{- end }}
+
+{{- define "telemesh.gossipSecretName" -}}
+{{ .Values.gossip.existingSecret | default (printf "%s-gossip-key" .Release.Name) }}
+{{- end }}
+
+{{- /* The agents' headless Service: its DNS name resolves to every agent, the gossip seeds. */ -}}
+{{- define "telemesh.gossipSeeds" -}}
+{{ .Release.Name }}-agents.{{ .Release.Namespace }}.svc:{{ .Values.agent.ports.gossip }}
+{{- end }}
