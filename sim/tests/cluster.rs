@@ -380,3 +380,32 @@ async fn the_kubelet_crashes_pods_on_cue_and_completes_jobs() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn job_completions_default_as_upstream() {
+    let sim = Sim::start(SimConfig::default()).await.unwrap();
+    let api =
+        Api::<k8s_openapi::api::batch::v1::Job>::namespaced(sim.client().await.unwrap(), "default");
+    let job = |name: &str, spec: Value| -> k8s_openapi::api::batch::v1::Job {
+        let mut spec = spec;
+        spec["template"] = json!({"spec": {"restartPolicy": "Never",
+            "containers": [{"name": "main", "image": "demo"}]}});
+        serde_json::from_value(json!({"metadata": {"name": name}, "spec": spec})).unwrap()
+    };
+    let plain = api
+        .create(&PostParams::default(), &job("plain", json!({})))
+        .await
+        .unwrap();
+    let spec = plain.spec.unwrap();
+    assert_eq!((spec.completions, spec.parallelism), (Some(1), Some(1)));
+    // parallelism alone: a work queue, completions stays null.
+    let queue = api
+        .create(
+            &PostParams::default(),
+            &job("queue", json!({"parallelism": 2})),
+        )
+        .await
+        .unwrap();
+    let spec = queue.spec.unwrap();
+    assert_eq!((spec.completions, spec.parallelism), (None, Some(2)));
+}

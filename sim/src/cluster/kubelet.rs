@@ -1,6 +1,6 @@
 //! A kubelet stand-in per simulated node, as KWOK's: it runs no containers, it plays their life
 //! in the pod's status. A pod bound to its node becomes Running and Ready (pod IP, container
-//! statuses); a pod annotated `sim.telemesh.io/run-for: <duration>` exits 0 after that long
+//! statuses; the QoS class is the API server's, set at create); a pod annotated `sim.telemesh.io/run-for: <duration>` exits 0 after that long
 //! (Succeeded, or restarted under `restartPolicy: Always`); and on cue, from [`FaultRule`]s, its
 //! containers crash (exit 1), are OOM-killed (exit 137) or the pod fails outright. A crashed
 //! container restarts after kubelet's back-off (CrashLoopBackOff, doubling up to a cap), its
@@ -342,7 +342,6 @@ fn status(pod: &Pod, t: &Tracked) -> Value {
         "podIP": t.ip,
         "podIPs": [{"ip": t.ip}],
         "startTime": t.started_at,
-        "qosClass": qos_class(pod),
         "conditions": [
             condition("PodReadyToStartContainers", true),
             condition("Initialized", true),
@@ -358,30 +357,6 @@ fn status(pod: &Pod, t: &Tracked) -> Value {
         status["reason"] = json!("Error");
     }
     status
-}
-
-/// The pod's QoS class (Guaranteed when every container's requests equal its limits for cpu and
-/// memory, BestEffort with none, Burstable otherwise).
-fn qos_class(pod: &Pod) -> &'static str {
-    let containers = pod.spec.iter().flat_map(|s| &s.containers);
-    let mut any = false;
-    let mut guaranteed = true;
-    for c in containers {
-        let r = c.resources.clone().unwrap_or_default();
-        let limits = r.limits.unwrap_or_default();
-        let requests = r.requests.unwrap_or_default();
-        for name in ["cpu", "memory"] {
-            let limit = limits.get(name);
-            let request = requests.get(name).or(limit);
-            any |= limit.is_some() || request.is_some();
-            guaranteed &= limit.is_some() && limit == request;
-        }
-    }
-    match (any, guaranteed) {
-        (false, _) => "BestEffort",
-        (true, true) => "Guaranteed",
-        (true, false) => "Burstable",
-    }
 }
 
 #[cfg(test)]
@@ -526,6 +501,5 @@ mod tests {
         k.advance(&always, &mut t, &[], t0 + Duration::from_secs(3));
         assert_eq!(t.restarts, 1);
         assert_eq!(status(&always, &t)["containerStatuses"][0]["ready"], true);
-        assert_eq!(qos_class(&always), "BestEffort");
     }
 }
