@@ -15,6 +15,7 @@
 //! ```
 
 pub mod apiserver;
+pub mod cluster;
 pub mod kubeconfig;
 pub mod nodes;
 pub mod registry;

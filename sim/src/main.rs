@@ -1,4 +1,7 @@
-//! `telemesh-sim`: run the in-memory Kubernetes API server.
+//! `telemesh-sim`: run the in-memory Kubernetes API server, alone (`serve`) or as the local dev
+//! cluster (`dev`).
+
+mod dev;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -26,6 +29,9 @@ struct Cli {
 enum Command {
     /// Serve the API alone until interrupted.
     Serve(ServeArgs),
+    /// The local dev cluster: sim with nodes, kubelets, scheduler and controllers, an agent per
+    /// node and two coordinators; applies the TAS examples and a demo, and tells what happens.
+    Dev(dev::DevArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -57,13 +63,29 @@ struct ServeArgs {
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
-    telemesh_core::telemetry::init(cli.common.log_format, "info");
-    let Command::Serve(args) = cli.command;
-    match serve(args).await {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            tracing::error!(error = format!("{e:#}"), "telemesh-sim stopped");
-            ExitCode::FAILURE
+    match cli.command {
+        Command::Serve(args) => {
+            telemesh_core::telemetry::init(cli.common.log_format, "info");
+            match serve(args).await {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    tracing::error!(error = format!("{e:#}"), "telemesh-sim stopped");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+        Command::Dev(args) => {
+            // The story is the output; logs only for what goes wrong (RUST_LOG overrides).
+            telemesh_core::telemetry::init(cli.common.log_format, "warn");
+            match dev::run(args).await {
+                Ok(true) => ExitCode::SUCCESS,
+                Ok(false) => ExitCode::FAILURE,
+                Err(e) => {
+                    tracing::error!(error = format!("{e:#}"), "the dev cluster stopped");
+                    eprintln!("telemesh-sim dev: {e:#}");
+                    ExitCode::FAILURE
+                }
+            }
         }
     }
 }

@@ -233,18 +233,12 @@ fn defaults_on_create(def: &ResourceDef, obj: &mut Value, name: &str) -> ApiResu
         ("batch", "jobs") => {
             let uid = str_at(obj, "/metadata/uid").to_owned();
             if let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) {
-                spec.entry("parallelism").or_insert(json!(1));
-                if !spec.contains_key("completions") {
-                    let p = spec.get("parallelism").cloned().unwrap_or(json!(1));
-                    spec.insert(
-                        "completions".into(),
-                        if spec.contains_key("parallelism") {
-                            json!(1)
-                        } else {
-                            p
-                        },
-                    );
+                // Upstream's SetDefaults_Job: completions defaults to 1 only when parallelism is
+                // unset too; a Job with parallelism alone is a work queue (completions null).
+                if !spec.contains_key("completions") && !spec.contains_key("parallelism") {
+                    spec.insert("completions".into(), json!(1));
                 }
+                spec.entry("parallelism").or_insert(json!(1));
                 spec.entry("backoffLimit").or_insert(json!(6));
                 spec.entry("completionMode").or_insert(json!("NonIndexed"));
                 spec.entry("suspend").or_insert(json!(false));

@@ -1,0 +1,82 @@
+//! Workload controllers as kube-controller-manager runs them: ReplicaSet, Deployment and Job.
+//!
+//! The sim is only an API server; without these, a Deployment or Job created by a test or in the
+//! dev cluster never gets pods. Each controller is a `kube::runtime::Controller` that reads and
+//! writes through a `kube::Client`, exactly as the upstream controllers do through client-go, so
+//! their writes meet the same defaulting, validation, watches and garbage collection.
+//!
+//! Simplifications shared by all three (each module lists its own):
+//! - **Fresh reads instead of caches and expectations.** Each reconcile GETs its object and LISTs
+//!   its children by label selector. Upstream reads informer caches and tracks "expectations" so
+//!   it does not create twice what the cache has not seen yet; the sim answers from memory, and
+//!   fresh reads make that bookkeeping unnecessary.
+//! - **No adoption or release.** Only children whose controller ownerReference names the object
+//!   count; orphans that match a selector are left alone, and children that stop matching are
+//!   not released.
+//! - **No Events** are recorded, and creation is not batched ("slow start").
+//!
+//! Decisions (what to create, what to delete first, what status to write) are pure functions in
+//! each module, unit-tested there; the reconcile functions only read, decide and write.
+
+pub mod deployment;
+pub mod job;
+mod owners;
+mod pods;
+pub mod replicaset;
+mod runner;
+
+use tokio_util::sync::CancellationToken;
+
+/// Why a reconcile failed. The controller logs it and retries the object with backoff.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A call to the API server failed.
+    #[error("{action} failed: {source}; the controller retries with backoff")]
+    Api {
+        /// What the controller was doing, naming the object (`creating a pod for ReplicaSet ns/x`).
+        action: String,
+        /// The client's error.
+        #[source]
+        source: kube::Error,
+    },
+    /// The object's selector does not parse.
+    #[error("{object} has an invalid spec.selector: {source}; fix the selector")]
+    Selector {
+        /// The object (`ReplicaSet ns/x`).
+        object: String,
+        /// The parser's error.
+        #[source]
+        source: kube::core::ParseExpressionError,
+    },
+}
+
+/// The result of a reconcile step.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// Returns a bounded label for logs and metrics.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Api { .. } => "api",
+            Self::Selector { .. } => "selector",
+        }
+    }
+
+    /// Wraps a client error with what the controller was doing.
+    fn api(action: impl Into<String>) -> impl FnOnce(kube::Error) -> Self {
+        let action = action.into();
+        move |source| Self::Api { action, source }
+    }
+}
+
+/// Runs the ReplicaSet, Deployment and Job controllers until `stop` is cancelled. API errors
+/// never end a controller: failed reconciles are retried with backoff, and watches re-list.
+pub async fn run(client: kube::Client, stop: CancellationToken) {
+    tracing::info!("workload controllers starting");
+    tokio::join!(
+        replicaset::run(client.clone(), stop.clone()),
+        deployment::run(client.clone(), stop.clone()),
+        job::run(client, stop),
+    );
+    tracing::info!("workload controllers stopped");
+}

@@ -1,0 +1,505 @@
+//! A kubelet stand-in per simulated node, as KWOK's: it runs no containers, it plays their life
+//! in the pod's status. A pod bound to its node becomes Running and Ready (pod IP, container
+//! statuses; the QoS class is the API server's, set at create); a pod annotated `sim.telemesh.io/run-for: <duration>` exits 0 after that long
+//! (Succeeded, or restarted under `restartPolicy: Always`); and on cue, from [`FaultRule`]s, its
+//! containers crash (exit 1), are OOM-killed (exit 137) or the pod fails outright. A crashed
+//! container restarts after kubelet's back-off (CrashLoopBackOff, doubling up to a cap), its
+//! `restartCount` and `lastState` updated as kubelet reports them.
+//!
+//! Each stand-in watches only the pods bound to its node (`spec.nodeName`), as a kubelet does.
+//! Pod deletion is immediate in sim, so a terminating pod needs nothing from it.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt as _;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::{WatchStreamExt as _, reflector, watcher};
+use kube::{Client, ResourceExt as _};
+use serde_json::{Value, json};
+use tokio::sync::{Notify, watch};
+use tokio_util::sync::CancellationToken;
+
+/// The annotation that makes a pod's containers exit 0 after a while (Job pods).
+pub const RUN_FOR_ANNOTATION: &str = "sim.telemesh.io/run-for";
+
+/// What happens to a pod's containers on cue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Fault {
+    /// The main container exits 1 (reason `Error`).
+    Crash,
+    /// The main container is OOM-killed (exit 137, reason `OOMKilled`).
+    Oom,
+    /// The pod fails for good (phase `Failed`), whatever its restart policy.
+    Fail,
+}
+
+/// Pods on `node` whose labels include `selector` suffer `fault` once they have run `every`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FaultRule {
+    /// The node whose kubelet acts.
+    pub node: String,
+    /// Labels a pod must carry (all of them); empty matches every pod.
+    pub selector: BTreeMap<String, String>,
+    /// What happens.
+    pub fault: Fault,
+    /// How long a container runs before it happens (again).
+    pub every: Duration,
+}
+
+/// The kubelet's back-off after a crash: `base`, doubled per restart, capped at `max`.
+#[derive(Debug, Clone, Copy)]
+pub struct Backoff {
+    /// First back-off (kubelet: 10 s).
+    pub base: Duration,
+    /// Cap (kubelet: 5 min).
+    pub max: Duration,
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Self {
+            base: Duration::from_secs(10),
+            max: Duration::from_secs(300),
+        }
+    }
+}
+
+impl Backoff {
+    /// The wait before restart number `restarts` (1 = after the first crash).
+    pub fn after(&self, restarts: i32) -> Duration {
+        let doublings = u32::try_from(restarts.saturating_sub(1))
+            .unwrap_or(0)
+            .min(16);
+        self.base.saturating_mul(1 << doublings).min(self.max)
+    }
+}
+
+/// One simulated node's kubelet.
+#[derive(Debug, Clone)]
+pub struct Kubelet {
+    /// Node name.
+    pub node: String,
+    /// Third octet of the node's pod IPs (10.244.<n>.x).
+    pub index: u8,
+    /// Crash back-off.
+    pub backoff: Backoff,
+}
+
+/// A container's life as the kubelet plays it.
+#[derive(Debug, Clone, PartialEq)]
+enum Life {
+    Running { since: Instant, at: String },
+    BackOff { until: Instant },
+    Exited { code: i32, reason: &'static str },
+}
+
+#[derive(Debug, Clone)]
+struct Tracked {
+    life: Life,
+    restarts: i32,
+    last_termination: Option<Value>,
+    ip: String,
+    started_at: String,
+    /// The status last written, to write only changes.
+    written: Option<Value>,
+}
+
+impl Kubelet {
+    /// Runs until `stop`, with the fault rules `faults` currently holds.
+    pub async fn run(
+        self,
+        client: Client,
+        faults: watch::Receiver<Vec<FaultRule>>,
+        stop: CancellationToken,
+    ) {
+        let api: Api<Pod> = Api::all(client.clone());
+        let (pods, writer) = reflector::store::<Pod>();
+        let selector = format!("spec.nodeName={}", self.node);
+        let stream = reflector(
+            writer,
+            watcher(api, watcher::Config::default().fields(&selector)),
+        )
+        .default_backoff()
+        .touched_objects();
+        let changed = Arc::new(Notify::new());
+        let notify = changed.clone();
+        let stop_watch = stop.clone();
+        tokio::spawn(async move {
+            let mut stream = std::pin::pin!(stream);
+            loop {
+                tokio::select! {
+                    () = stop_watch.cancelled() => return,
+                    item = stream.next() => match item {
+                        Some(Ok(_)) => notify.notify_one(),
+                        Some(Err(e)) => tracing::debug!(error = %e, "kubelet watch error; retrying"),
+                        None => return,
+                    },
+                }
+            }
+        });
+        let mut tracked: HashMap<String, Tracked> = HashMap::new();
+        let mut next_ip: u8 = 2;
+        loop {
+            tokio::select! {
+                () = stop.cancelled() => return,
+                () = changed.notified() => {}
+                () = tokio::time::sleep(Duration::from_millis(100)) => {}
+            }
+            let rules = faults.borrow().clone();
+            let now = Instant::now();
+            let current = pods.state();
+            tracked.retain(|uid, _| current.iter().any(|p| p.uid().as_deref() == Some(uid)));
+            for pod in current {
+                let Some(uid) = pod.uid() else { continue };
+                if pod.metadata.deletion_timestamp.is_some() {
+                    continue;
+                }
+                let t = tracked.entry(uid).or_insert_with(|| {
+                    next_ip = next_ip.wrapping_add(1).max(2);
+                    Tracked {
+                        life: Life::Running {
+                            since: now,
+                            at: crate::apiserver::lifecycle::now(),
+                        },
+                        restarts: 0,
+                        last_termination: None,
+                        ip: format!("10.244.{}.{}", self.index, next_ip),
+                        started_at: crate::apiserver::lifecycle::now(),
+                        written: None,
+                    }
+                });
+                if t.written.is_none() && is_finished(&pod) {
+                    // Finished before this kubelet saw it (a restart of the dev cluster): leave it.
+                    continue;
+                }
+                self.advance(&pod, t, &rules, now);
+                let status = status(&pod, t);
+                if t.written.as_ref() != Some(&status) {
+                    let namespace = pod.namespace().unwrap_or_default();
+                    let api: Api<Pod> = Api::namespaced(client.clone(), &namespace);
+                    let patch = json!({ "status": status });
+                    match api
+                        .patch_status(
+                            &pod.name_any(),
+                            &PatchParams::default(),
+                            &Patch::Merge(&patch),
+                        )
+                        .await
+                    {
+                        Ok(_) => t.written = Some(status),
+                        Err(e) => {
+                            tracing::debug!(pod = %pod.name_any(), error = %e, "kubelet status update failed; retrying")
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Moves a container's life on: exits, faults, restarts after back-off.
+    fn advance(&self, pod: &Pod, t: &mut Tracked, rules: &[FaultRule], now: Instant) {
+        let policy = restart_policy(pod);
+        match t.life.clone() {
+            Life::Exited { .. } => {}
+            Life::BackOff { until } => {
+                if now >= until {
+                    t.life = Life::Running {
+                        since: now,
+                        at: crate::apiserver::lifecycle::now(),
+                    };
+                }
+            }
+            Life::Running { since, at } => {
+                let ran = now.saturating_duration_since(since);
+                let labels = pod.labels();
+                let fault = rules.iter().find(|r| {
+                    r.node == self.node
+                        && ran >= r.every
+                        && r.selector.iter().all(|(k, v)| labels.get(k) == Some(v))
+                });
+                let exit = match fault {
+                    Some(r) => Some(match r.fault {
+                        Fault::Crash => (1, "Error", false),
+                        Fault::Oom => (137, "OOMKilled", false),
+                        Fault::Fail => (1, "Error", true),
+                    }),
+                    None => run_for(pod)
+                        .filter(|d| ran >= *d)
+                        .map(|_| (0, "Completed", false)),
+                };
+                let Some((code, reason, fatal)) = exit else {
+                    return;
+                };
+                t.last_termination = Some(json!({"terminated": {
+                    "exitCode": code, "reason": reason, "startedAt": at,
+                    "finishedAt": crate::apiserver::lifecycle::now(),
+                }}));
+                let restarts = match policy {
+                    "Always" => !fatal,
+                    "OnFailure" => !fatal && code != 0,
+                    _ => false,
+                };
+                if restarts {
+                    t.restarts += 1;
+                    t.life = if code == 0 {
+                        Life::Running {
+                            since: now,
+                            at: crate::apiserver::lifecycle::now(),
+                        }
+                    } else {
+                        Life::BackOff {
+                            until: now + self.backoff.after(t.restarts),
+                        }
+                    };
+                } else {
+                    t.life = Life::Exited { code, reason };
+                }
+            }
+        }
+    }
+}
+
+fn is_finished(pod: &Pod) -> bool {
+    matches!(
+        pod.status.as_ref().and_then(|s| s.phase.as_deref()),
+        Some("Succeeded" | "Failed")
+    )
+}
+
+fn restart_policy(pod: &Pod) -> &str {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.restart_policy.as_deref())
+        .unwrap_or("Always")
+}
+
+fn run_for(pod: &Pod) -> Option<Duration> {
+    let text = pod.annotations().get(RUN_FOR_ANNOTATION)?;
+    match telemesh_core::cli::parse_duration(text) {
+        Ok(d) => Some(d),
+        Err(e) => {
+            tracing::warn!(pod = %pod.name_any(), annotation = RUN_FOR_ANNOTATION, error = %e, "ignoring a malformed run-for annotation");
+            None
+        }
+    }
+}
+
+/// The pod status the kubelet reports for `t`: phase, conditions and one status per container
+/// (every container shares the main container's life).
+fn status(pod: &Pod, t: &Tracked) -> Value {
+    let (phase, ready, state) = match &t.life {
+        Life::Running { at, .. } => ("Running", true, json!({"running": {"startedAt": at}})),
+        Life::BackOff { .. } => (
+            "Running",
+            false,
+            json!({"waiting": {"reason": "CrashLoopBackOff",
+                "message": format!("back-off restarting failed container (restarts: {})", t.restarts)}}),
+        ),
+        Life::Exited { code, reason } => (
+            if *code == 0 { "Succeeded" } else { "Failed" },
+            false,
+            t.last_termination
+                .clone()
+                .unwrap_or_else(|| json!({"terminated": {"exitCode": code, "reason": reason}})),
+        ),
+    };
+    let containers: Vec<Value> = pod
+        .spec
+        .iter()
+        .flat_map(|s| &s.containers)
+        .map(|c| {
+            let mut s = json!({
+                "name": c.name,
+                "image": c.image.clone().unwrap_or_default(),
+                "imageID": format!("sim://{}", c.image.clone().unwrap_or_default()),
+                "containerID": format!("sim://{}-{}", pod.uid().unwrap_or_default(), c.name),
+                "ready": ready,
+                "started": matches!(t.life, Life::Running { .. }),
+                "restartCount": t.restarts,
+                "state": state,
+            });
+            if let Some(last) = &t.last_termination
+                && !matches!(t.life, Life::Exited { .. })
+            {
+                s["lastState"] = last.clone();
+            }
+            s
+        })
+        .collect();
+    let flag = |b: bool| if b { "True" } else { "False" };
+    let condition = |type_: &str, ok: bool| {
+        json!({"type": type_, "status": flag(ok), "lastProbeTime": null,
+               "lastTransitionTime": t.started_at})
+    };
+    let mut status = json!({
+        "phase": phase,
+        "hostIP": "127.0.0.1",
+        "hostIPs": [{"ip": "127.0.0.1"}],
+        "podIP": t.ip,
+        "podIPs": [{"ip": t.ip}],
+        "startTime": t.started_at,
+        "conditions": [
+            condition("PodReadyToStartContainers", true),
+            condition("Initialized", true),
+            condition("Ready", ready),
+            condition("ContainersReady", ready),
+            condition("PodScheduled", true),
+        ],
+        "containerStatuses": containers,
+    });
+    if let Life::Exited { code, .. } = t.life
+        && code != 0
+    {
+        status["reason"] = json!("Error");
+    }
+    status
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    fn pod(restart: &str, labels: Value, annotations: Value) -> Pod {
+        serde_json::from_value(json!({
+            "metadata": {"name": "p", "uid": "u1", "labels": labels, "annotations": annotations},
+            "spec": {"nodeName": "n1", "restartPolicy": restart,
+                     "containers": [{"name": "main", "image": "demo"}]}
+        }))
+        .unwrap()
+    }
+
+    fn fresh(now: Instant) -> Tracked {
+        Tracked {
+            life: Life::Running {
+                since: now,
+                at: "t0".into(),
+            },
+            restarts: 0,
+            last_termination: None,
+            ip: "10.244.0.3".into(),
+            started_at: "t0".into(),
+            written: None,
+        }
+    }
+
+    fn kubelet() -> Kubelet {
+        Kubelet {
+            node: "n1".into(),
+            index: 0,
+            backoff: Backoff {
+                base: Duration::from_secs(10),
+                max: Duration::from_secs(40),
+            },
+        }
+    }
+
+    fn crash_rule(node: &str, fault: Fault) -> FaultRule {
+        FaultRule {
+            node: node.into(),
+            selector: BTreeMap::from([("app".into(), "d".into())]),
+            fault,
+            every: Duration::from_secs(5),
+        }
+    }
+
+    #[test]
+    fn a_crash_restarts_after_back_off_and_counts() {
+        let k = kubelet();
+        let p = pod("Always", json!({"app": "d"}), json!({}));
+        let t0 = Instant::now();
+        let mut t = fresh(t0);
+        let rules = [crash_rule("n1", Fault::Crash)];
+        k.advance(&p, &mut t, &rules, t0 + Duration::from_secs(4));
+        assert!(matches!(t.life, Life::Running { .. }), "not yet");
+        k.advance(&p, &mut t, &rules, t0 + Duration::from_secs(5));
+        assert_eq!(t.restarts, 1);
+        let s = status(&p, &t);
+        assert_eq!(s["phase"], "Running");
+        let c = &s["containerStatuses"][0];
+        assert_eq!(c["ready"], false);
+        assert_eq!(c["restartCount"], 1);
+        assert_eq!(c["state"]["waiting"]["reason"], "CrashLoopBackOff");
+        assert_eq!(c["lastState"]["terminated"]["exitCode"], 1);
+        // Back-off 10 s, then running again.
+        k.advance(&p, &mut t, &rules, t0 + Duration::from_secs(14));
+        assert!(matches!(t.life, Life::BackOff { .. }));
+        k.advance(&p, &mut t, &rules, t0 + Duration::from_secs(15));
+        let s = status(&p, &t);
+        assert_eq!(s["containerStatuses"][0]["ready"], true);
+        assert_eq!(
+            s["containerStatuses"][0]["lastState"]["terminated"]["reason"],
+            "Error"
+        );
+        assert_eq!(k.backoff.after(2), Duration::from_secs(20));
+        assert_eq!(k.backoff.after(9), Duration::from_secs(40), "capped");
+    }
+
+    #[test]
+    fn faults_respect_node_selector_and_restart_policy() {
+        let k = kubelet();
+        let t0 = Instant::now();
+        let later = t0 + Duration::from_secs(60);
+        let other_type = pod("Always", json!({"app": "e"}), json!({}));
+        let mut t = fresh(t0);
+        k.advance(
+            &other_type,
+            &mut t,
+            &[crash_rule("n1", Fault::Crash)],
+            later,
+        );
+        assert_eq!(t.restarts, 0, "selector does not match");
+        let p = pod("Always", json!({"app": "d"}), json!({}));
+        k.advance(&p, &mut t, &[crash_rule("n2", Fault::Crash)], later);
+        assert_eq!(t.restarts, 0, "another node's rule");
+
+        let never = pod("Never", json!({"app": "d"}), json!({}));
+        let mut t = fresh(t0);
+        k.advance(&never, &mut t, &[crash_rule("n1", Fault::Oom)], later);
+        let s = status(&never, &t);
+        assert_eq!(s["phase"], "Failed");
+        assert_eq!(
+            s["containerStatuses"][0]["state"]["terminated"]["reason"],
+            "OOMKilled"
+        );
+        assert_eq!(
+            s["containerStatuses"][0]["state"]["terminated"]["exitCode"],
+            137
+        );
+
+        let mut t = fresh(t0);
+        k.advance(&p, &mut t, &[crash_rule("n1", Fault::Fail)], later);
+        assert_eq!(
+            status(&p, &t)["phase"],
+            "Failed",
+            "Fail ignores restartPolicy"
+        );
+    }
+
+    #[test]
+    fn run_for_completes_jobs_and_restarts_always_pods() {
+        let k = kubelet();
+        let t0 = Instant::now();
+        let job = pod("Never", json!({}), json!({RUN_FOR_ANNOTATION: "3s"}));
+        let mut t = fresh(t0);
+        k.advance(&job, &mut t, &[], t0 + Duration::from_secs(2));
+        assert_eq!(status(&job, &t)["phase"], "Running");
+        k.advance(&job, &mut t, &[], t0 + Duration::from_secs(3));
+        let s = status(&job, &t);
+        assert_eq!(s["phase"], "Succeeded");
+        assert_eq!(
+            s["containerStatuses"][0]["state"]["terminated"]["reason"],
+            "Completed"
+        );
+        let always = pod("Always", json!({}), json!({RUN_FOR_ANNOTATION: "3s"}));
+        let mut t = fresh(t0);
+        k.advance(&always, &mut t, &[], t0 + Duration::from_secs(3));
+        assert_eq!(t.restarts, 1);
+        assert_eq!(status(&always, &t)["containerStatuses"][0]["ready"], true);
+    }
+}

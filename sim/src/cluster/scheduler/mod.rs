@@ -1,0 +1,499 @@
+//! sim's kube-scheduler: binds pending pods to nodes the way kube-scheduler does for Telemesh's
+//! purposes. Per pod: the default filters ([`super::fit`]), then every interested extender's
+//! filter, then scores (LeastAllocated 0..=100 plus each extender's 0..=10 score × weight × 10,
+//! upstream's scaling), the best node (ties broken at random, as upstream), and a Binding (or the
+//! extender's bind verb). A pod no node takes gets `PodScheduled=False/Unschedulable` and a
+//! `FailedScheduling` Event, and is retried.
+//!
+//! It is a client of the API server like the real one: two reflectors (nodes, pods) and writes
+//! through the kube client. Preemption is not simulated.
+
+pub mod config;
+pub mod extender;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt as _;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::{WatchStreamExt as _, reflector, watcher};
+use kube::{Client, Resource as _, ResourceExt as _};
+use rand::seq::IndexedRandom as _;
+use serde_json::json;
+use tokio::sync::{Notify, broadcast};
+use tokio_util::sync::CancellationToken;
+
+use telemesh_core::extender::{ExtenderArgs, ExtenderBindingArgs, MAX_EXTENDER_PRIORITY};
+
+use self::config::SchedulerConfiguration;
+use self::extender::ExtenderClient;
+use super::fit::{self, NodeInfo};
+
+/// kube-scheduler's `MaxNodeScore`; extender scores are scaled to it.
+const MAX_NODE_SCORE: i64 = 100;
+
+/// How the scheduler runs.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Pods whose `spec.schedulerName` is this (or unset) are ours.
+    pub scheduler_name: String,
+    /// Extenders and their options.
+    pub config: SchedulerConfiguration,
+    /// How often unschedulable pods are tried again.
+    pub retry: Duration,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            scheduler_name: "default-scheduler".into(),
+            config: SchedulerConfiguration::default(),
+            retry: Duration::from_secs(1),
+        }
+    }
+}
+
+/// What the scheduler decided for one pod, for whoever watches it work (the dev cluster's story).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Decision {
+    /// Bound to `node`; `filtered` are the nodes extenders turned down, with their reasons.
+    Placed {
+        /// `namespace/name`.
+        pod: String,
+        /// The node it was bound to.
+        node: String,
+        /// Node → reason, from extenders' filters.
+        filtered: BTreeMap<String, String>,
+    },
+    /// No node takes it now.
+    Unschedulable {
+        /// `namespace/name`.
+        pod: String,
+        /// kube-scheduler's summary (`0/4 nodes are available: ...`).
+        message: String,
+    },
+}
+
+/// Runs the scheduler until `stop`. Decisions are sent on `decisions` (nobody need listen).
+pub async fn run(
+    client: Client,
+    settings: Settings,
+    decisions: broadcast::Sender<Decision>,
+    stop: CancellationToken,
+) -> anyhow::Result<()> {
+    let extenders = settings
+        .config
+        .extenders
+        .iter()
+        .cloned()
+        .map(ExtenderClient::new)
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let changed = Arc::new(Notify::new());
+    let (nodes, nodes_writer) = reflector::store::<Node>();
+    let (pods, pods_writer) = reflector::store::<Pod>();
+    let node_stream = reflector(
+        nodes_writer,
+        watcher(Api::<Node>::all(client.clone()), watcher::Config::default()),
+    );
+    let pod_stream = reflector(
+        pods_writer,
+        watcher(Api::<Pod>::all(client.clone()), watcher::Config::default()),
+    );
+    tokio::spawn(drive(node_stream, changed.clone(), stop.clone()));
+    tokio::spawn(drive(pod_stream, changed.clone(), stop.clone()));
+    tokio::select! {
+        () = stop.cancelled() => return Ok(()),
+        ready = async { tokio::try_join!(nodes.wait_until_ready(), pods.wait_until_ready()) } => {
+            ready.map_err(|e| anyhow::anyhow!("scheduler caches never filled: {e}"))?;
+        }
+    }
+    let mut scheduler = Scheduler {
+        recorder: Recorder::new(
+            client.clone(),
+            Reporter {
+                controller: settings.scheduler_name.clone(),
+                instance: None,
+            },
+        ),
+        client,
+        ignored: settings.config.ignored_resources(),
+        settings,
+        extenders,
+        assumed: HashMap::new(),
+        unschedulable: HashMap::new(),
+        decisions,
+    };
+    tracing::info!(
+        extenders = scheduler.extenders.len(),
+        "sim scheduler running"
+    );
+    loop {
+        tokio::select! {
+            () = stop.cancelled() => return Ok(()),
+            () = changed.notified() => {}
+            () = tokio::time::sleep(scheduler.settings.retry) => {}
+        }
+        scheduler.pass(&nodes.state(), &pods.state()).await;
+    }
+}
+
+async fn drive<S, T>(stream: S, changed: Arc<Notify>, stop: CancellationToken)
+where
+    S: futures::Stream<Item = Result<watcher::Event<T>, watcher::Error>> + Send,
+{
+    let stream = stream.default_backoff().touched_objects();
+    let mut stream = std::pin::pin!(stream);
+    loop {
+        tokio::select! {
+            () = stop.cancelled() => return,
+            item = stream.next() => match item {
+                Some(Ok(_)) => changed.notify_one(),
+                Some(Err(e)) => tracing::debug!(error = %e, "scheduler watch error; retrying"),
+                None => return,
+            },
+        }
+    }
+}
+
+struct Scheduler {
+    client: Client,
+    settings: Settings,
+    extenders: Vec<ExtenderClient>,
+    ignored: BTreeSet<String>,
+    recorder: Recorder,
+    /// Pods bound by this scheduler that the pod cache has not shown bound yet (upstream's
+    /// assume cache): counted on their node so two passes never overfill it.
+    assumed: HashMap<String, (String, fit::Resources)>,
+    /// Pod UID → the last unschedulable message recorded, so a retry does not repeat the Event.
+    unschedulable: HashMap<String, String>,
+    decisions: broadcast::Sender<Decision>,
+}
+
+fn is_finished(pod: &Pod) -> bool {
+    matches!(
+        pod.status.as_ref().and_then(|s| s.phase.as_deref()),
+        Some("Succeeded" | "Failed")
+    )
+}
+
+fn node_name(pod: &Pod) -> Option<&str> {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.node_name.as_deref())
+        .filter(|n| !n.is_empty())
+}
+
+impl Scheduler {
+    fn is_ours(&self, pod: &Pod) -> bool {
+        let name = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.scheduler_name.as_deref())
+            .unwrap_or("default-scheduler");
+        name == self.settings.scheduler_name
+    }
+
+    async fn pass(&mut self, nodes: &[Arc<Node>], pods: &[Arc<Pod>]) {
+        let present: BTreeSet<String> = pods.iter().filter_map(|p| p.uid()).collect();
+        self.assumed.retain(|uid, _| {
+            present.contains(uid)
+                && pods
+                    .iter()
+                    .any(|p| p.uid().as_deref() == Some(uid) && node_name(p).is_none())
+        });
+        self.unschedulable.retain(|uid, _| present.contains(uid));
+
+        let mut infos: BTreeMap<String, NodeInfo> = nodes
+            .iter()
+            .map(|n| {
+                let name = n.name_any();
+                let on_node = pods
+                    .iter()
+                    .filter(|p| node_name(p) == Some(name.as_str()) && !is_finished(p))
+                    .map(AsRef::as_ref);
+                let info = NodeInfo::new(n, on_node);
+                (name, info)
+            })
+            .collect();
+        for (node, requests) in self.assumed.values() {
+            if let Some(info) = infos.get_mut(node) {
+                info.add(requests);
+            }
+        }
+        let mut pending: Vec<&Arc<Pod>> = pods
+            .iter()
+            .filter(|p| {
+                node_name(p).is_none()
+                    && p.metadata.deletion_timestamp.is_none()
+                    && !is_finished(p)
+                    && self.is_ours(p)
+                    && p.uid().is_some_and(|uid| !self.assumed.contains_key(&uid))
+            })
+            .collect();
+        // Upstream's queue order: higher priority first, then older first.
+        pending.sort_by_key(|p| {
+            (
+                std::cmp::Reverse(p.spec.as_ref().and_then(|s| s.priority).unwrap_or(0)),
+                p.metadata.creation_timestamp.clone().map(|t| t.0),
+                p.name_any(),
+            )
+        });
+        let by_name: BTreeMap<String, &Node> = nodes.iter().map(|n| (n.name_any(), &**n)).collect();
+        for pod in pending {
+            self.schedule_one(pod, &mut infos, &by_name).await;
+        }
+    }
+
+    async fn schedule_one(
+        &mut self,
+        pod: &Pod,
+        infos: &mut BTreeMap<String, NodeInfo>,
+        nodes: &BTreeMap<String, &Node>,
+    ) {
+        let key = format!("{}/{}", pod.namespace().unwrap_or_default(), pod.name_any());
+        let requests = fit::pod_requests(pod);
+        match self.place(pod, &requests, infos, nodes).await {
+            Ok((node, filtered)) => match self.bind(pod, &node).await {
+                Ok(()) => {
+                    if let Some(uid) = pod.uid() {
+                        self.assumed
+                            .insert(uid.clone(), (node.clone(), requests.clone()));
+                        self.unschedulable.remove(&uid);
+                    }
+                    if let Some(info) = infos.get_mut(&node) {
+                        info.add(&requests);
+                    }
+                    tracing::info!(pod = %key, %node, "scheduled");
+                    self.record(
+                        pod,
+                        EventType::Normal,
+                        "Scheduled",
+                        format!("Successfully assigned {key} to {node}"),
+                    )
+                    .await;
+                    let _ = self.decisions.send(Decision::Placed {
+                        pod: key,
+                        node,
+                        filtered,
+                    });
+                }
+                Err(e) => {
+                    tracing::debug!(pod = %key, %node, error = format!("{e:#}"), "binding failed; retrying")
+                }
+            },
+            Err(message) => self.unschedulable(pod, key, message).await,
+        }
+    }
+
+    /// Filters and scores; returns the chosen node and the extenders' rejections, or why no node
+    /// takes the pod.
+    async fn place(
+        &self,
+        pod: &Pod,
+        requests: &fit::Resources,
+        infos: &BTreeMap<String, NodeInfo>,
+        nodes: &BTreeMap<String, &Node>,
+    ) -> Result<(String, BTreeMap<String, String>), String> {
+        let mut reasons = Vec::new();
+        let mut feasible = Vec::new();
+        for info in infos.values() {
+            match fit::check(pod, requests, info, &self.ignored) {
+                Ok(()) => feasible.push(info.name.clone()),
+                Err(unfit) => reasons.push(unfit.to_string()),
+            }
+        }
+        let wants = fit::resource_names(pod);
+        let interested: Vec<&ExtenderClient> = self
+            .extenders
+            .iter()
+            .filter(|e| e.config.is_interested(&wants))
+            .collect();
+        let mut filtered = BTreeMap::new();
+        for e in interested
+            .iter()
+            .filter(|e| !e.config.filter_verb.is_empty())
+        {
+            if feasible.is_empty() {
+                break;
+            }
+            match e.filter(&self.args(pod, &feasible, nodes, e)).await {
+                Ok(result) => {
+                    let survivors: BTreeSet<String> = match (result.node_names, result.nodes) {
+                        (Some(names), _) => names.into_iter().collect(),
+                        (None, Some(list)) => list.items.iter().map(|n| n.name_any()).collect(),
+                        (None, None) => BTreeSet::new(),
+                    };
+                    for (node, why) in result
+                        .failed_nodes
+                        .into_iter()
+                        .chain(result.failed_and_unresolvable_nodes)
+                    {
+                        reasons.push(why.clone());
+                        filtered.insert(node, why);
+                    }
+                    feasible.retain(|n| survivors.contains(n));
+                }
+                Err(err) if e.config.ignorable => {
+                    tracing::warn!(extender = %e.config.url_prefix, error = format!("{err:#}"), "ignorable extender failed; scheduling without it");
+                }
+                Err(err) => return Err(format!("extender {}: {err:#}", e.config.url_prefix)),
+            }
+        }
+        if feasible.is_empty() {
+            return Err(fit::unschedulable_message(infos.len(), &reasons));
+        }
+        let mut scores: BTreeMap<&str, i64> = feasible
+            .iter()
+            .map(|n| {
+                let score = infos
+                    .get(n)
+                    .map_or(0, |info| fit::least_allocated_score(info, requests));
+                (n.as_str(), score)
+            })
+            .collect();
+        if feasible.len() > 1 {
+            for e in interested
+                .iter()
+                .filter(|e| !e.config.prioritize_verb.is_empty())
+            {
+                match e.prioritize(&self.args(pod, &feasible, nodes, e)).await {
+                    Ok(list) => {
+                        for hp in list {
+                            if let Some(s) = scores.get_mut(hp.host.as_str()) {
+                                let score = hp.score.clamp(0, MAX_EXTENDER_PRIORITY);
+                                *s += score
+                                    * e.config.weight
+                                    * (MAX_NODE_SCORE / MAX_EXTENDER_PRIORITY);
+                            }
+                        }
+                    }
+                    // Upstream ignores a failed prioritize: the extender just adds nothing.
+                    Err(err) => {
+                        tracing::warn!(extender = %e.config.url_prefix, error = format!("{err:#}"), "prioritize failed; ignored");
+                    }
+                }
+            }
+        }
+        let best = scores.values().copied().max().unwrap_or(0);
+        let top: Vec<&str> = scores
+            .iter()
+            .filter(|(_, s)| **s == best)
+            .map(|(n, _)| *n)
+            .collect();
+        let chosen = top
+            .choose(&mut rand::rng())
+            .copied()
+            .unwrap_or_default()
+            .to_owned();
+        Ok((chosen, filtered))
+    }
+
+    fn args(
+        &self,
+        pod: &Pod,
+        feasible: &[String],
+        nodes: &BTreeMap<String, &Node>,
+        e: &ExtenderClient,
+    ) -> ExtenderArgs {
+        if e.config.node_cache_capable {
+            ExtenderArgs {
+                pod: Some(pod.clone()),
+                nodes: None,
+                node_names: Some(feasible.to_vec()),
+            }
+        } else {
+            let items = feasible
+                .iter()
+                .filter_map(|n| nodes.get(n).map(|node| (*node).clone()))
+                .collect();
+            ExtenderArgs {
+                pod: Some(pod.clone()),
+                nodes: Some(telemesh_core::extender::NodeList {
+                    items,
+                    ..Default::default()
+                }),
+                node_names: None,
+            }
+        }
+    }
+
+    async fn bind(&self, pod: &Pod, node: &str) -> anyhow::Result<()> {
+        let namespace = pod.namespace().unwrap_or_default();
+        let wants = fit::resource_names(pod);
+        if let Some(e) = self
+            .extenders
+            .iter()
+            .find(|e| !e.config.bind_verb.is_empty() && e.config.is_interested(&wants))
+        {
+            return e
+                .bind(&ExtenderBindingArgs {
+                    pod_name: pod.name_any(),
+                    pod_namespace: namespace,
+                    pod_uid: pod.uid().unwrap_or_default(),
+                    node: node.to_owned(),
+                })
+                .await;
+        }
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), &namespace);
+        let binding = json!({
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"name": pod.name_any(), "uid": pod.uid()},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node}
+        });
+        api.create_subresource::<_, serde_json::Value>(
+            "binding",
+            &pod.name_any(),
+            &PostParams::default(),
+            &binding,
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn unschedulable(&mut self, pod: &Pod, key: String, message: String) {
+        let Some(uid) = pod.uid() else { return };
+        if self.unschedulable.get(&uid) == Some(&message) {
+            return;
+        }
+        tracing::info!(pod = %key, %message, "unschedulable");
+        self.unschedulable.insert(uid, message.clone());
+        let api: Api<Pod> =
+            Api::namespaced(self.client.clone(), &pod.namespace().unwrap_or_default());
+        let status = json!({"status": {"conditions": [{
+            "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+            "message": message, "lastTransitionTime": crate::apiserver::lifecycle::now(),
+        }]}});
+        if let Err(e) = api
+            .patch_status(
+                &pod.name_any(),
+                &PatchParams::default(),
+                &Patch::Strategic(status),
+            )
+            .await
+        {
+            tracing::debug!(pod = %key, error = %e, "recording PodScheduled=False failed");
+        }
+        self.record(pod, EventType::Warning, "FailedScheduling", message.clone())
+            .await;
+        let _ = self
+            .decisions
+            .send(Decision::Unschedulable { pod: key, message });
+    }
+
+    async fn record(&self, pod: &Pod, type_: EventType, reason: &str, note: String) {
+        let event = Event {
+            type_,
+            reason: reason.into(),
+            note: Some(note),
+            action: "Scheduling".into(),
+            secondary: None,
+        };
+        if let Err(e) = self.recorder.publish(&event, &pod.object_ref(&())).await {
+            tracing::debug!(error = %e, "recording a scheduler event failed");
+        }
+    }
+}

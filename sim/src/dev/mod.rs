@@ -1,0 +1,457 @@
+//! `telemesh-sim dev`: the local dev cluster in one command, as `vault server -dev` is. It starts
+//! sim with N simulated nodes (kubelet stand-ins, scheduler, controllers), one real agent process
+//! per node and two coordinator replicas behind a Service stand-in, everything on loopback with
+//! gossip sealed and QUIC under mutual TLS (keys and certificates generated into the state
+//! directory); applies the TAS policy examples and a demo Deployment; plays the scenario and tells
+//! the story as it is observed. Headless (`--for`), it exits 0 only if every step was seen.
+//!
+//! It lives in the binary, not the library: it prints to the terminal, which libraries here do not.
+
+mod processes;
+mod proxy;
+mod story;
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context as _, bail};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, PostParams};
+use kube::{Client, ResourceExt as _};
+use tokio::sync::{broadcast, watch};
+use tokio_util::sync::CancellationToken;
+
+use telemesh_core::gossip::keyring::Keyring;
+use telemesh_core::policy::TASPolicy;
+use telemesh_core::quic::tls::DevCa;
+use telemesh_sim::cluster::kubelet::{Backoff, Kubelet};
+use telemesh_sim::cluster::scenario::{Scenario, Telemetry};
+use telemesh_sim::cluster::scheduler::{self, config::SchedulerConfiguration};
+use telemesh_sim::{Sim, SimConfig};
+
+use self::processes::{Processes, binary};
+use self::story::Story;
+
+const DEFAULT_SCENARIO: &str = include_str!("../../dev/scenario.yaml");
+const DEMO_DEPLOYMENT: &str = include_str!("../../dev/demo.yaml");
+const DEV_SCHEDULER_CONFIG: &str =
+    include_str!("../../../deploy/scheduler/kube-scheduler-config.dev.yaml");
+const POLICIES: [&str; 2] = [
+    include_str!("../../../deploy/examples/scheduling-policy.yaml"),
+    include_str!("../../../deploy/examples/multirules-policy.yaml"),
+];
+
+/// `telemesh-sim dev` flags.
+#[derive(Debug, clap::Args)]
+pub struct DevArgs {
+    /// Simulated nodes, one agent each (at least 2: evicted pods need somewhere to go).
+    #[arg(long, env = "TELEMESH_DEV_NODES", default_value_t = 4, value_parser = clap::value_parser!(u8).range(2..=50))]
+    nodes: u8,
+    /// Run headless for at most this long (`90s`, `2m`): exit 0 once every step of the story is
+    /// observed, 1 if the time runs out first. Without it, run until Ctrl-C.
+    #[arg(long = "for", env = "TELEMESH_DEV_FOR", value_parser = telemesh_core::cli::parse_duration)]
+    run_for: Option<Duration>,
+    /// Where the API server listens (kubectl reaches it through the written kubeconfig).
+    #[arg(long, env = "TELEMESH_DEV_LISTEN", default_value = "127.0.0.1:6443")]
+    listen: SocketAddr,
+    /// State directory: kubeconfig, keys, certificates, node telemetry, logs. Emptied at start.
+    #[arg(long, env = "TELEMESH_DEV_DIR", default_value = "target/dev")]
+    dir: PathBuf,
+    /// KubeSchedulerConfiguration whose extenders the scheduler calls; the coordinator Service
+    /// stand-in listens at the first extender's address. Default: the dev registration in
+    /// deploy/scheduler/ (http://127.0.0.1:9001/scheduler).
+    #[arg(long, env = "TELEMESH_DEV_SCHEDULER_CONFIG")]
+    scheduler_config: Option<PathBuf>,
+    /// A scenario file instead of the built-in story's (sim/dev/scenario.yaml); the story's
+    /// checklist is then only "cluster up" and "demo running", the rest is narrated as it comes.
+    #[arg(long, env = "TELEMESH_DEV_SCENARIO")]
+    scenario: Option<PathBuf>,
+    /// Where telemesh-agent and telemesh-coordinator are; default: beside telemesh-sim.
+    #[arg(long, env = "TELEMESH_DEV_BIN_DIR")]
+    bin_dir: Option<PathBuf>,
+}
+
+/// Runs the dev cluster; returns whether the story was complete (headless) or `true` after
+/// Ctrl-C.
+pub async fn run(args: DevArgs) -> anyhow::Result<bool> {
+    let agent_bin = binary(args.bin_dir.as_deref(), "telemesh-agent")?;
+    let coordinator_bin = binary(args.bin_dir.as_deref(), "telemesh-coordinator")?;
+    let scheduler_config = match &args.scheduler_config {
+        Some(path) => SchedulerConfiguration::load(path)?,
+        None => SchedulerConfiguration::parse(DEV_SCHEDULER_CONFIG)?,
+    };
+    let service_addr = extender_address(&scheduler_config)?;
+    let (scenario, built_in) = match &args.scenario {
+        Some(path) => (Scenario::load(path)?, false),
+        None => (Scenario::parse(DEFAULT_SCENARIO)?, true),
+    };
+    let nodes: Vec<String> = (0..args.nodes).map(|i| format!("sim-node-{i}")).collect();
+    let dir = prepare_dir(&args.dir)?;
+    let stop = CancellationToken::new();
+    let mut processes = Processes::default();
+    // Kept out here so the API server outlives every client of it during shutdown.
+    let mut sim_slot = None;
+    let mut tasks = Vec::new();
+    let outcome = async {
+        let story = Story::new(args.run_for.is_none(), built_in, &nodes);
+        story.say(&format!(
+            "starting a dev cluster of {} nodes in {}",
+            nodes.len(),
+            dir.display()
+        ));
+        let service = tokio::net::TcpListener::bind(service_addr)
+            .await
+            .with_context(|| format!("the coordinator Service address {service_addr} (from the scheduler configuration) is taken; free it or pass --scheduler-config"))?;
+        let sim = sim_slot.insert(start_sim(&args, &dir).await?);
+        let client = sim.client().await?;
+        let kubeconfig = dir.join("kubeconfig");
+        let telemetry = scenario.prepare(&dir.join("nodes"), &nodes)?;
+        let (faults, faults_rx) = watch::channel(Vec::new());
+        let (decisions, _) = broadcast::channel(1024);
+        tasks = start_cluster(&client, &nodes, scheduler_config, faults_rx, decisions.clone(), &stop);
+
+        let keys = dir.join("gossip.keys");
+        write_secret(&keys, &format!("{}\n", Keyring::generate_line()?))?;
+        let ca = DevCa::create(&dir.join("tls"), "telemesh-dev-ca")?;
+        let plan = Plan::new(&nodes)?;
+        for (i, node) in nodes.iter().enumerate() {
+            let tls = ca.issue(node, &[node.as_str(), "127.0.0.1"])?;
+            let args = plan.agent_args(i, node, &dir, &kubeconfig, &keys, &tls);
+            processes.spawn(node, &agent_bin, &args, &dir.join(format!("logs/agent-{node}.log")))?;
+        }
+        let tls = ca.issue("coordinator", &["telemesh-coordinator", "127.0.0.1"])?;
+        for r in 0..plan.coordinators.len() {
+            let args = plan.coordinator_args(r, &kubeconfig, &keys, &tls);
+            processes.spawn(&format!("coordinator-{r}"), &coordinator_bin, &args, &dir.join(format!("logs/coordinator-{r}.log")))?;
+        }
+        let backends = plan.coordinators.iter().map(|c| c.extender).collect();
+        tokio::spawn(proxy::serve(service, backends, stop.clone()));
+        story.say(&format!(
+            "{} agents (gossip sealed with a generated key, QUIC with mutual TLS) and 2 coordinators \
+             behind the extender Service at {service_addr}; logs in {}",
+            nodes.len(),
+            dir.join("logs").display()
+        ));
+
+        story.say(&format!(
+            "the API server is up: kubectl --kubeconfig {} get nodes,pods -A --show-labels",
+            kubeconfig.display()
+        ));
+        let deadline = args.run_for.map(|d| tokio::time::Instant::now() + d);
+        let play = async {
+            story.wait_cluster_up(&plan.coordinator_apis(), &mut processes).await?;
+            apply_demo(&client).await?;
+            story.wait_demo_running(&client).await?;
+            let (happened, happened_rx) = broadcast::channel(64);
+            tokio::spawn(play_scenario(scenario, telemetry, faults, happened, stop.clone()));
+            story.follow(&client, happened_rx, decisions.subscribe(), &mut processes).await
+        };
+        let complete = match deadline {
+            Some(at) => tokio::time::timeout_at(at, play).await.unwrap_or(Ok(false))?,
+            None => {
+                tokio::select! {
+                    r = play => { r?; }
+                    _ = tokio::signal::ctrl_c() => {}
+                }
+                true
+            }
+        };
+        if args.run_for.is_some() {
+            story.report()
+        } else {
+            story.say("interrupted: stopping every process this command started");
+            Ok(complete)
+        }
+    }
+    .await;
+    stop.cancel();
+    processes.stop_all().await;
+    for task in tasks {
+        if tokio::time::timeout(Duration::from_secs(2), task)
+            .await
+            .is_err()
+        {
+            tracing::debug!("an in-process component did not stop within 2s");
+        }
+    }
+    drop(sim_slot);
+    outcome
+}
+
+async fn play_scenario(
+    scenario: Scenario,
+    telemetry: Telemetry,
+    faults: watch::Sender<Vec<telemesh_sim::cluster::kubelet::FaultRule>>,
+    happened: broadcast::Sender<telemesh_sim::cluster::scenario::Happened>,
+    stop: CancellationToken,
+) {
+    if let Err(e) = scenario.play(telemetry, faults, happened, stop).await {
+        tracing::error!(error = format!("{e:#}"), "the scenario stopped");
+    }
+}
+
+/// Empties the state directory of a previous run (only what a dev cluster writes there).
+fn prepare_dir(dir: &Path) -> anyhow::Result<PathBuf> {
+    for sub in ["nodes", "logs", "tls"] {
+        let path = dir.join(sub);
+        if path.exists() {
+            std::fs::remove_dir_all(&path)
+                .with_context(|| format!("clearing {} from a previous run", path.display()))?;
+        }
+    }
+    std::fs::create_dir_all(dir.join("logs"))
+        .with_context(|| format!("creating {}", dir.display()))?;
+    std::path::absolute(dir).with_context(|| format!("resolving {}", dir.display()))
+}
+
+fn write_secret(path: &Path, text: &str) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .and_then(|mut f| f.write_all(text.as_bytes()))
+        .with_context(|| format!("writing {}", path.display()))
+}
+
+fn extender_address(config: &SchedulerConfiguration) -> anyhow::Result<SocketAddr> {
+    let Some(extender) = config.extenders.first() else {
+        bail!(
+            "the scheduler configuration registers no extender; the dev cluster needs the coordinator's"
+        );
+    };
+    let uri: http::Uri = extender.url_prefix.parse().context("extender urlPrefix")?;
+    let host = uri.host().unwrap_or("127.0.0.1");
+    let port = uri.port_u16().unwrap_or(80);
+    format!("{host}:{port}").parse().with_context(|| {
+        format!(
+            "the extender urlPrefix {} must name a loopback IP and port",
+            extender.url_prefix
+        )
+    })
+}
+
+async fn start_sim(args: &DevArgs, dir: &Path) -> anyhow::Result<Sim> {
+    let sim = Sim::start(SimConfig {
+        listen: args.listen,
+        tls: true,
+        ..SimConfig::default()
+    })
+    .await?;
+    // Nodes big enough for the demo; every node is its own kubelet's.
+    telemesh_sim::nodes::create_nodes(&sim.server, usize::from(args.nodes))
+        .map_err(|e| anyhow::anyhow!(e.message))
+        .context("creating the simulated nodes")?;
+    sim.write_kubeconfig(&dir.join("kubeconfig"))
+        .context("writing the kubeconfig")?;
+    Ok(sim)
+}
+
+fn start_cluster(
+    client: &Client,
+    nodes: &[String],
+    config: SchedulerConfiguration,
+    faults: watch::Receiver<Vec<telemesh_sim::cluster::kubelet::FaultRule>>,
+    decisions: broadcast::Sender<scheduler::Decision>,
+    stop: &CancellationToken,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    let mut tasks = Vec::new();
+    for (i, node) in nodes.iter().enumerate() {
+        let kubelet = Kubelet {
+            node: node.clone(),
+            index: u8::try_from(i).unwrap_or(u8::MAX),
+            backoff: Backoff::default(),
+        };
+        tasks.push(tokio::spawn(kubelet.run(
+            client.clone(),
+            faults.clone(),
+            stop.clone(),
+        )));
+    }
+    let settings = scheduler::Settings {
+        config,
+        ..scheduler::Settings::default()
+    };
+    let (client2, stop2) = (client.clone(), stop.clone());
+    tasks.push(tokio::spawn(async move {
+        if let Err(e) = scheduler::run(client2, settings, decisions, stop2).await {
+            tracing::error!(error = format!("{e:#}"), "the scheduler stopped");
+        }
+    }));
+    tasks.push(tokio::spawn(telemesh_sim::cluster::controllers::run(
+        client.clone(),
+        stop.clone(),
+    )));
+    tasks
+}
+
+/// Installs the TASPolicy CRD, the seed's two policy files and the demo Deployment.
+async fn apply_demo(client: &Client) -> anyhow::Result<()> {
+    let crd: CustomResourceDefinition =
+        serde_yaml_ng::from_str(telemesh_core::policy::crd::CRD_YAML)
+            .context("the TASPolicy CRD")?;
+    Api::<CustomResourceDefinition>::all(client.clone())
+        .create(&PostParams::default(), &crd)
+        .await
+        .context("installing the TASPolicy CRD")?;
+    let ns: Namespace = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "health-metric-demo"}
+    }))?;
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &ns)
+        .await
+        .context("creating namespace health-metric-demo")?;
+    for text in POLICIES {
+        let policy: TASPolicy = serde_yaml_ng::from_str(text).context("a TAS example policy")?;
+        let namespace = policy.namespace().unwrap_or_default();
+        Api::<TASPolicy>::namespaced(client.clone(), &namespace)
+            .create(&PostParams::default(), &policy)
+            .await
+            .with_context(|| format!("applying TASPolicy {}", policy.name_any()))?;
+    }
+    let demo: Deployment =
+        serde_yaml_ng::from_str(DEMO_DEPLOYMENT).context("the demo Deployment")?;
+    Api::<Deployment>::namespaced(client.clone(), "health-metric-demo")
+        .create(&PostParams::default(), &demo)
+        .await
+        .context("creating the demo Deployment")?;
+    Ok(())
+}
+
+/// Loopback ports for every process, picked free now.
+struct Plan {
+    agents: Vec<AgentPorts>,
+    coordinators: Vec<CoordinatorPorts>,
+}
+
+struct AgentPorts {
+    gossip: SocketAddr,
+    http: SocketAddr,
+    quic: SocketAddr,
+}
+
+struct CoordinatorPorts {
+    gossip: SocketAddr,
+    extender: SocketAddr,
+    api: SocketAddr,
+    http: SocketAddr,
+}
+
+/// A loopback port nothing listens on now. Taken by the child a moment later; a clash shows as
+/// that child failing to bind, which the dev cluster reports.
+fn free_port(udp: bool) -> anyhow::Result<SocketAddr> {
+    let any = SocketAddr::from(([127, 0, 0, 1], 0));
+    let addr = if udp {
+        std::net::UdpSocket::bind(any)?.local_addr()?
+    } else {
+        std::net::TcpListener::bind(any)?.local_addr()?
+    };
+    Ok(addr)
+}
+
+impl Plan {
+    fn new(nodes: &[String]) -> anyhow::Result<Self> {
+        let agents = nodes
+            .iter()
+            .map(|_| {
+                Ok(AgentPorts {
+                    gossip: free_port(true)?,
+                    http: free_port(false)?,
+                    quic: free_port(true)?,
+                })
+            })
+            .collect::<anyhow::Result<_>>()?;
+        let coordinators = (0..2)
+            .map(|_| {
+                Ok(CoordinatorPorts {
+                    gossip: free_port(true)?,
+                    extender: free_port(false)?,
+                    api: free_port(false)?,
+                    http: free_port(false)?,
+                })
+            })
+            .collect::<anyhow::Result<_>>()?;
+        Ok(Self {
+            agents,
+            coordinators,
+        })
+    }
+
+    fn seeds(&self) -> String {
+        self.agents
+            .iter()
+            .take(2)
+            .map(|a| a.gossip.to_string())
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    fn coordinator_apis(&self) -> Vec<String> {
+        self.coordinators
+            .iter()
+            .map(|c| format!("http://{}", c.api))
+            .collect()
+    }
+
+    fn agent_args(
+        &self,
+        i: usize,
+        node: &str,
+        dir: &Path,
+        kubeconfig: &Path,
+        keys: &Path,
+        tls: &telemesh_core::quic::tls::TlsFiles,
+    ) -> Vec<String> {
+        let ports = &self.agents[i];
+        let host_root = dir.join("nodes").join(node);
+        // The node's own /proc is the machine's: collectors report this host's figures.
+        let _ = std::os::unix::fs::symlink("/proc", host_root.join("proc"));
+        vec![
+            format!("--node-name={node}"),
+            format!("--host-root={}", host_root.display()),
+            "--textfile-dir=/textfile".into(),
+            format!("--kubeconfig={}", kubeconfig.display()),
+            format!("--gossip-listen={}", ports.gossip),
+            format!("--gossip-seeds={}", self.seeds()),
+            format!("--gossip-key-file={}", keys.display()),
+            format!("--http-listen={}", ports.http),
+            format!("--quic-listen={}", ports.quic),
+            format!("--quic-ca={}", tls.ca.display()),
+            format!("--quic-cert={}", tls.cert_chain.display()),
+            format!("--quic-key={}", tls.key.display()),
+            // Quicker than production defaults so the story fits in a minute.
+            "--policy-interval=1s".into(),
+            "--violation-grace=2s".into(),
+            "--min-pod-age=5s".into(),
+        ]
+    }
+
+    fn coordinator_args(
+        &self,
+        r: usize,
+        kubeconfig: &Path,
+        keys: &Path,
+        tls: &telemesh_core::quic::tls::TlsFiles,
+    ) -> Vec<String> {
+        let ports = &self.coordinators[r];
+        vec![
+            format!("--replica-name=coordinator-{r}"),
+            format!("--kubeconfig={}", kubeconfig.display()),
+            format!("--gossip-listen={}", ports.gossip),
+            format!("--gossip-seeds={}", self.seeds()),
+            format!("--gossip-key-file={}", keys.display()),
+            format!("--extender-listen={}", ports.extender),
+            format!("--api-listen={}", ports.api),
+            format!("--http-listen={}", ports.http),
+            format!("--quic-ca={}", tls.ca.display()),
+            format!("--quic-cert={}", tls.cert_chain.display()),
+            format!("--quic-key={}", tls.key.display()),
+        ]
+    }
+}

@@ -1,0 +1,411 @@
+//! sim's scheduler and kubelet stand-ins against the API server through the kube client: pods are
+//! placed by resource fit, node selectors and taints, then by a real HTTP extender registered in a
+//! KubeSchedulerConfiguration (filter with reasons, prioritize, managedResources); unplaceable pods
+//! get kube-scheduler's condition and Event; the kubelet runs pods and crashes them on cue.
+#![allow(clippy::unwrap_used)]
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use axum::Json;
+use axum::routing::post;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::events::v1::Event;
+use kube::Client;
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+use tokio::sync::{broadcast, watch};
+use tokio_util::sync::CancellationToken;
+
+use telemesh_core::testing::eventually;
+use telemesh_sim::cluster::kubelet::{Backoff, Fault, FaultRule, Kubelet};
+use telemesh_sim::cluster::scheduler::{self, Decision, config::SchedulerConfiguration};
+use telemesh_sim::{Sim, SimConfig};
+
+const WAIT: Duration = Duration::from_secs(15);
+
+/// An extender that turns sim-node-0 down and prefers sim-node-1, counting its calls.
+async fn fake_extender(calls: Arc<AtomicUsize>) -> String {
+    let filter_calls = calls.clone();
+    let app = axum::Router::new()
+        .route(
+            "/ext/filter",
+            post(move |Json(args): Json<Value>| {
+                let calls = filter_calls.clone();
+                async move {
+                    calls.fetch_add(1, Ordering::SeqCst);
+                    let names: Vec<String> = args["NodeNames"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|n| n.as_str().unwrap().to_owned())
+                        .filter(|n| n != "sim-node-0")
+                        .collect();
+                    Json(json!({"NodeNames": names, "FailedNodes": {"sim-node-0": "too hot"}, "Error": ""}))
+                }
+            }),
+        )
+        .route(
+            "/ext/prioritize",
+            post(|Json(args): Json<Value>| async move {
+                let scores: Vec<Value> = args["NodeNames"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|n| json!({"Host": n, "Score": if n == "sim-node-1" { 10 } else { 0 }}))
+                    .collect();
+                Json(scores)
+            }),
+        );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    format!("http://{addr}/ext")
+}
+
+fn scheduler_config(url: &str, ignorable: bool) -> SchedulerConfiguration {
+    SchedulerConfiguration::parse(&format!(
+        "apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+extenders:
+- urlPrefix: {url}
+  filterVerb: filter
+  prioritizeVerb: prioritize
+  weight: 5
+  nodeCacheCapable: true
+  ignorable: {ignorable}
+  httpTimeout: 1s
+  managedResources:
+  - name: telemetry/scheduling
+    ignoredByScheduler: true
+"
+    ))
+    .unwrap()
+}
+
+struct Cluster {
+    _sim: Sim,
+    client: Client,
+    stop: CancellationToken,
+    decisions: broadcast::Receiver<Decision>,
+    faults: watch::Sender<Vec<FaultRule>>,
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+async fn cluster(nodes: usize, config: SchedulerConfiguration) -> Cluster {
+    let sim = Sim::start(SimConfig::default()).await.unwrap();
+    telemesh_sim::nodes::create_nodes(&sim.server, nodes).unwrap();
+    let client = sim.client().await.unwrap();
+    let stop = CancellationToken::new();
+    let (faults, faults_rx) = watch::channel(Vec::new());
+    for i in 0..nodes {
+        let kubelet = Kubelet {
+            node: format!("sim-node-{i}"),
+            index: u8::try_from(i).unwrap(),
+            backoff: Backoff {
+                base: Duration::from_millis(300),
+                max: Duration::from_secs(1),
+            },
+        };
+        tokio::spawn(kubelet.run(client.clone(), faults_rx.clone(), stop.clone()));
+    }
+    let (tx, decisions) = broadcast::channel(64);
+    let settings = scheduler::Settings {
+        config,
+        retry: Duration::from_millis(200),
+        ..scheduler::Settings::default()
+    };
+    tokio::spawn(scheduler::run(client.clone(), settings, tx, stop.clone()));
+    Cluster {
+        _sim: sim,
+        client,
+        stop,
+        decisions,
+        faults,
+    }
+}
+
+async fn create_pod(client: &Client, name: &str, spec: Value, labels: Value) {
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": name, "labels": labels},
+        "spec": spec,
+    }))
+    .unwrap();
+    Api::<Pod>::namespaced(client.clone(), "default")
+        .create(&PostParams::default(), &pod)
+        .await
+        .unwrap();
+}
+
+fn container(resources: Value) -> Value {
+    json!([{"name": "main", "image": "demo", "resources": resources}])
+}
+
+async fn running_on(client: &Client, name: &str) -> Pod {
+    let api = Api::<Pod>::namespaced(client.clone(), "default");
+    eventually(&format!("pod {name} Running and Ready"), WAIT, || async {
+        let pod = api.get(name).await.ok()?;
+        let status = pod.status.clone()?;
+        let ready = status
+            .conditions
+            .iter()
+            .flatten()
+            .any(|c| c.type_ == "Ready" && c.status == "True");
+        (status.phase.as_deref() == Some("Running") && ready).then_some(pod)
+    })
+    .await
+}
+
+fn node_of(pod: &Pod) -> &str {
+    pod.spec.as_ref().unwrap().node_name.as_deref().unwrap()
+}
+
+#[tokio::test]
+async fn pods_are_placed_by_fit_taints_selectors_and_the_extender() {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let url = fake_extender(calls.clone()).await;
+    let mut c = cluster(3, scheduler_config(&url, false)).await;
+    let nodes = Api::<Node>::all(c.client.clone());
+    nodes
+        .patch(
+            "sim-node-2",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"taints": [{"key": "dedicated", "value": "x", "effect": "NoSchedule"}]}})),
+        )
+        .await
+        .unwrap();
+
+    // Opted in to the extender: node 0 filtered by it, node 2 tainted, node 1 preferred anyway.
+    create_pod(
+        &c.client,
+        "opted-in",
+        json!({"containers": container(json!({"limits": {"telemetry/scheduling": "1"}}))}),
+        json!({}),
+    )
+    .await;
+    let pod = running_on(&c.client, "opted-in").await;
+    assert_eq!(node_of(&pod), "sim-node-1");
+    let status = pod.status.unwrap();
+    assert!(status.pod_ip.unwrap().starts_with("10.244.1."));
+    assert!(status.container_statuses.unwrap()[0].ready);
+    let decision = c.decisions.recv().await.unwrap();
+    assert_eq!(
+        decision,
+        Decision::Placed {
+            pod: "default/opted-in".into(),
+            node: "sim-node-1".into(),
+            filtered: BTreeMap::from([("sim-node-0".into(), "too hot".into())]),
+        }
+    );
+    let after_opted_in = calls.load(Ordering::SeqCst);
+    assert_eq!(after_opted_in, 1);
+
+    // Not opted in: the extender is not asked; its nodeSelector takes it to node 0.
+    create_pod(
+        &c.client,
+        "selected",
+        json!({"containers": container(json!({})), "nodeSelector": {"kubernetes.io/hostname": "sim-node-0"}}),
+        json!({}),
+    )
+    .await;
+    assert_eq!(
+        node_of(&running_on(&c.client, "selected").await),
+        "sim-node-0"
+    );
+    assert_eq!(calls.load(Ordering::SeqCst), after_opted_in);
+
+    // A toleration opens the tainted node.
+    create_pod(
+        &c.client,
+        "tolerant",
+        json!({"containers": container(json!({})), "nodeSelector": {"kubernetes.io/hostname": "sim-node-2"},
+               "tolerations": [{"key": "dedicated", "operator": "Exists"}]}),
+        json!({}),
+    )
+    .await;
+    assert_eq!(
+        node_of(&running_on(&c.client, "tolerant").await),
+        "sim-node-2"
+    );
+
+    // Too big for any node: condition and Event as kube-scheduler writes them.
+    create_pod(
+        &c.client,
+        "huge",
+        json!({"containers": container(json!({"requests": {"cpu": "100"}}))}),
+        json!({}),
+    )
+    .await;
+    let api = Api::<Pod>::namespaced(c.client.clone(), "default");
+    let message = eventually("huge marked unschedulable", WAIT, || async {
+        let pod = api.get("huge").await.ok()?;
+        let cond = pod
+            .status?
+            .conditions?
+            .into_iter()
+            .find(|c| c.type_ == "PodScheduled" && c.status == "False")?;
+        assert_eq!(cond.reason.as_deref(), Some("Unschedulable"));
+        cond.message
+    })
+    .await;
+    assert_eq!(
+        message,
+        "0/3 nodes are available: 2 Insufficient cpu, 1 node(s) had untolerated taint {dedicated: x}."
+    );
+    let events = Api::<Event>::namespaced(c.client.clone(), "default");
+    eventually("FailedScheduling and Scheduled events", WAIT, || async {
+        let list = events.list(&ListParams::default()).await.ok()?;
+        let has = |reason: &str, pod: &str| {
+            list.items.iter().any(|e| {
+                e.reason.as_deref() == Some(reason)
+                    && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(pod)
+            })
+        };
+        (has("FailedScheduling", "huge") && has("Scheduled", "opted-in")).then_some(())
+    })
+    .await;
+    assert!(
+        api.get("huge")
+            .await
+            .unwrap()
+            .spec
+            .unwrap()
+            .node_name
+            .is_none()
+    );
+}
+
+#[tokio::test]
+async fn a_failing_extender_is_skipped_only_when_ignorable() {
+    // A port nothing listens on.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let url = format!("http://{closed}/ext");
+    let opted_in =
+        json!({"containers": container(json!({"limits": {"telemetry/scheduling": "1"}}))});
+
+    let ignorable = cluster(2, scheduler_config(&url, true)).await;
+    create_pod(&ignorable.client, "p", opted_in.clone(), json!({})).await;
+    running_on(&ignorable.client, "p").await;
+
+    let strict = cluster(2, scheduler_config(&url, false)).await;
+    create_pod(&strict.client, "p", opted_in, json!({})).await;
+    let api = Api::<Pod>::namespaced(strict.client.clone(), "default");
+    let message = eventually("p unschedulable for the extender", WAIT, || async {
+        let pod = api.get("p").await.ok()?;
+        pod.status?
+            .conditions?
+            .into_iter()
+            .find(|c| c.type_ == "PodScheduled" && c.status == "False")?
+            .message
+    })
+    .await;
+    assert!(message.contains(&format!("extender {url}")), "{message}");
+}
+
+#[tokio::test]
+async fn the_kubelet_crashes_pods_on_cue_and_completes_jobs() {
+    let c = cluster(2, SchedulerConfiguration::default()).await;
+    c.faults.send_replace(vec![FaultRule {
+        node: "sim-node-0".into(),
+        selector: BTreeMap::from([("app".into(), "d".into())]),
+        fault: Fault::Crash,
+        every: Duration::from_millis(300),
+    }]);
+    for (name, node) in [("d-on-0", "sim-node-0"), ("d-on-1", "sim-node-1")] {
+        create_pod(
+            &c.client,
+            name,
+            json!({"containers": container(json!({})), "nodeName": node}),
+            json!({"app": "d"}),
+        )
+        .await;
+    }
+    create_pod(
+        &c.client,
+        "other-on-0",
+        json!({"containers": container(json!({})), "nodeName": "sim-node-0"}),
+        json!({"app": "e"}),
+    )
+    .await;
+    let api = Api::<Pod>::namespaced(c.client.clone(), "default");
+    let restarts = |pod: &Pod| {
+        pod.status
+            .as_ref()
+            .and_then(|s| s.container_statuses.as_ref())
+            .map_or(0, |c| c[0].restart_count)
+    };
+    let crashed = eventually("d-on-0 restarted twice", WAIT, || async {
+        let pod = api.get("d-on-0").await.ok()?;
+        (restarts(&pod) >= 2).then_some(pod)
+    })
+    .await;
+    let last = crashed.status.unwrap().container_statuses.unwrap()[0]
+        .last_state
+        .clone()
+        .unwrap()
+        .terminated
+        .unwrap();
+    assert_eq!((last.exit_code, last.reason.as_deref()), (1, Some("Error")));
+    // The same type on a healthy node, and another type on the faulty node, never crash.
+    assert_eq!(restarts(&api.get("d-on-1").await.unwrap()), 0);
+    assert_eq!(restarts(&api.get("other-on-0").await.unwrap()), 0);
+
+    create_pod(
+        &c.client,
+        "job-pod",
+        json!({"containers": container(json!({})), "restartPolicy": "Never", "nodeName": "sim-node-1"}),
+        json!({}),
+    )
+    .await;
+    api.patch(
+        "job-pod",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"annotations": {"sim.telemesh.io/run-for": "200ms"}}})),
+    )
+    .await
+    .unwrap();
+    eventually("job-pod Succeeded", WAIT, || async {
+        let pod = api.get("job-pod").await.ok()?;
+        (pod.status?.phase.as_deref() == Some("Succeeded")).then_some(())
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn job_completions_default_as_upstream() {
+    let sim = Sim::start(SimConfig::default()).await.unwrap();
+    let api =
+        Api::<k8s_openapi::api::batch::v1::Job>::namespaced(sim.client().await.unwrap(), "default");
+    let job = |name: &str, spec: Value| -> k8s_openapi::api::batch::v1::Job {
+        let mut spec = spec;
+        spec["template"] = json!({"spec": {"restartPolicy": "Never",
+            "containers": [{"name": "main", "image": "demo"}]}});
+        serde_json::from_value(json!({"metadata": {"name": name}, "spec": spec})).unwrap()
+    };
+    let plain = api
+        .create(&PostParams::default(), &job("plain", json!({})))
+        .await
+        .unwrap();
+    let spec = plain.spec.unwrap();
+    assert_eq!((spec.completions, spec.parallelism), (Some(1), Some(1)));
+    // parallelism alone: a work queue, completions stays null.
+    let queue = api
+        .create(
+            &PostParams::default(),
+            &job("queue", json!({"parallelism": 2})),
+        )
+        .await
+        .unwrap();
+    let spec = queue.spec.unwrap();
+    assert_eq!((spec.completions, spec.parallelism), (None, Some(2)));
+}

@@ -1,0 +1,145 @@
+//! `telemesh-sim dev` end to end: the real binary starting real agent and coordinator processes
+//! (built beside it; scripts/test.sh builds every binary first). Headless, it must tell the whole
+//! story and exit 0; interrupted, it must stop every process it started.
+#![allow(clippy::unwrap_used)]
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use tokio::io::{AsyncBufReadExt as _, BufReader};
+use tokio::process::{Child, Command};
+
+/// A scheduler registration like deploy/scheduler's dev one, on a free port, so tests may run
+/// next to a developer's own dev cluster.
+fn scheduler_config(dir: &Path) -> std::path::PathBuf {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let path = dir.join("scheduler.yaml");
+    std::fs::write(
+        &path,
+        format!(
+            "apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+extenders:
+- urlPrefix: http://127.0.0.1:{port}/scheduler
+  filterVerb: filter
+  prioritizeVerb: prioritize
+  weight: 5
+  nodeCacheCapable: true
+  httpTimeout: 1s
+  ignorable: true
+  managedResources:
+  - name: telemetry/scheduling
+    ignoredByScheduler: true
+"
+        ),
+    )
+    .unwrap();
+    path
+}
+
+fn dev(dir: &Path, extra: &[&str]) -> Child {
+    let config = scheduler_config(dir);
+    Command::new(env!("CARGO_BIN_EXE_telemesh-sim"))
+        .args(["dev", "--nodes", "3", "--listen", "127.0.0.1:0"])
+        .arg("--dir")
+        .arg(dir.join("state"))
+        .arg("--scheduler-config")
+        .arg(config)
+        .args(extra)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("starting telemesh-sim dev")
+}
+
+/// Pids of processes whose command line mentions `dir` (every process a dev cluster starts gets
+/// paths under its state directory).
+fn processes_under(dir: &Path) -> Vec<u32> {
+    let needle = dir.to_string_lossy().into_owned();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(&needle))
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn headless_dev_cluster_tells_the_whole_story_and_leaves_nothing_running() {
+    let dir = tempfile::tempdir().unwrap();
+    let child = dev(dir.path(), &["--for", "150s"]);
+    let out = tokio::time::timeout(Duration::from_secs(200), child.wait_with_output())
+        .await
+        .expect("telemesh-sim dev --for 150s overran its own deadline")
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "dev failed:\n{stdout}");
+    for step in [
+        "both coordinators see every node",
+        "the demo Deployment's pods are placed and Running",
+        "labels its node scheduling-policy=violating",
+        "the demo pods on sim-node-1 are evicted by its agent",
+        "sim-node-1 filtered out by the extender",
+        "the label goes away once the telemetry recovers",
+    ] {
+        assert!(
+            stdout
+                .lines()
+                .any(|l| l.trim_start().starts_with("ok") && l.contains(step)),
+            "step {step:?} not observed:\n{stdout}"
+        );
+    }
+    assert!(!stdout.contains("MISSING"), "{stdout}");
+    assert!(stdout.contains("the extender filtered out sim-node-1: policy health-metric-demo/scheduling-policy dontschedule"), "{stdout}");
+    assert_eq!(
+        processes_under(dir.path()),
+        Vec::<u32>::new(),
+        "left running"
+    );
+}
+
+#[tokio::test]
+async fn interrupting_the_dev_cluster_stops_every_process_it_started() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = dev(dir.path(), &[]);
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let up = tokio::time::timeout(Duration::from_secs(60), async {
+        while let Some(line) = lines.next_line().await.unwrap() {
+            if line.contains("both coordinators see every node") {
+                return true;
+            }
+        }
+        false
+    })
+    .await
+    .expect("the dev cluster did not come up within 60s");
+    assert!(up, "dev exited before the cluster was up");
+    // The dev process, 3 agents and 2 coordinators.
+    assert_eq!(processes_under(dir.path()).len(), 6);
+    let pid = child.id().unwrap().to_string();
+    let kill = Command::new("kill")
+        .args(["-INT", &pid])
+        .status()
+        .await
+        .unwrap();
+    assert!(kill.success());
+    let status = tokio::time::timeout(Duration::from_secs(30), child.wait())
+        .await
+        .expect("dev did not stop within 30s of Ctrl-C")
+        .unwrap();
+    assert!(status.success(), "{status}");
+    assert_eq!(
+        processes_under(dir.path()),
+        Vec::<u32>::new(),
+        "left running"
+    );
+}
