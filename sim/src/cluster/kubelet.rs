@@ -13,10 +13,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, Patch, PatchParams};
-use kube::runtime::{WatchStreamExt as _, reflector, watcher};
+use kube::runtime::{reflector, watcher};
 use kube::{Client, ResourceExt as _};
 use serde_json::{Value, json};
 use tokio::sync::{Notify, watch};
@@ -122,25 +121,13 @@ impl Kubelet {
         let stream = reflector(
             writer,
             watcher(api, watcher::Config::default().fields(&selector)),
-        )
-        .default_backoff()
-        .touched_objects();
+        );
         let changed = Arc::new(Notify::new());
-        let notify = changed.clone();
-        let stop_watch = stop.clone();
-        tokio::spawn(async move {
-            let mut stream = std::pin::pin!(stream);
-            loop {
-                tokio::select! {
-                    () = stop_watch.cancelled() => return,
-                    item = stream.next() => match item {
-                        Some(Ok(_)) => notify.notify_one(),
-                        Some(Err(e)) => tracing::debug!(error = %e, "kubelet watch error; retrying"),
-                        None => return,
-                    },
-                }
-            }
-        });
+        tokio::spawn(super::notify_on_change(
+            stream,
+            changed.clone(),
+            stop.clone(),
+        ));
         let mut tracked: HashMap<String, Tracked> = HashMap::new();
         let mut next_ip: u8 = 2;
         loop {

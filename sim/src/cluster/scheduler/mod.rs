@@ -15,11 +15,10 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
-use kube::runtime::{WatchStreamExt as _, reflector, watcher};
+use kube::runtime::{reflector, watcher};
 use kube::{Client, Resource as _, ResourceExt as _};
 use rand::seq::IndexedRandom as _;
 use serde_json::json;
@@ -102,8 +101,16 @@ pub async fn run(
         pods_writer,
         watcher(Api::<Pod>::all(client.clone()), watcher::Config::default()),
     );
-    tokio::spawn(drive(node_stream, changed.clone(), stop.clone()));
-    tokio::spawn(drive(pod_stream, changed.clone(), stop.clone()));
+    tokio::spawn(super::notify_on_change(
+        node_stream,
+        changed.clone(),
+        stop.clone(),
+    ));
+    tokio::spawn(super::notify_on_change(
+        pod_stream,
+        changed.clone(),
+        stop.clone(),
+    ));
     tokio::select! {
         () = stop.cancelled() => return Ok(()),
         ready = async { tokio::try_join!(nodes.wait_until_ready(), pods.wait_until_ready()) } => {
@@ -137,24 +144,6 @@ pub async fn run(
             () = tokio::time::sleep(scheduler.settings.retry) => {}
         }
         scheduler.pass(&nodes.state(), &pods.state()).await;
-    }
-}
-
-async fn drive<S, T>(stream: S, changed: Arc<Notify>, stop: CancellationToken)
-where
-    S: futures::Stream<Item = Result<watcher::Event<T>, watcher::Error>> + Send,
-{
-    let stream = stream.default_backoff().touched_objects();
-    let mut stream = std::pin::pin!(stream);
-    loop {
-        tokio::select! {
-            () = stop.cancelled() => return,
-            item = stream.next() => match item {
-                Some(Ok(_)) => changed.notify_one(),
-                Some(Err(e)) => tracing::debug!(error = %e, "scheduler watch error; retrying"),
-                None => return,
-            },
-        }
     }
 }
 
