@@ -14,6 +14,7 @@ pub mod metric;
 pub mod pod;
 pub mod policy;
 pub mod quic;
+pub mod reward;
 pub mod shutdown;
 pub mod telemetry;
 pub mod testing;

@@ -1,0 +1,263 @@
+//! The estimate per (pod type, node): a Beta(1 + good, 1 + bad) posterior over "a pod of this
+//! type does well on this node", whose counts halve every `half_life` (so old evidence fades and
+//! a node that recovered is tried again) and are capped at `max_evidence` (so a long bad past
+//! fades as fast as a short one: a node wins back pods within about one half-life of its
+//! faults stopping).
+//!
+//! Scoring is optimistic under uncertainty (an upper confidence bound, mean + k·sd), mapped so
+//! that anything at or above the neutral prior mean (0.5) scores full marks: rewards steer pods
+//! *away* from nodes that are confidently bad, they do not rank healthy nodes against each other
+//! (telemetry and resource balancing do that). A node with little evidence therefore scores
+//! neutral, a clearly bad node low, and a decayed one is explored again.
+//!
+//! Wire form (gossip value): `<good>,<bad>@<unix ms>`, e.g. `0.5,3.25@1700000000000`.
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use super::signal::Signal;
+
+/// The prior mean: what an unseen (type, node) is worth.
+pub const NEUTRAL: f64 = 0.5;
+
+/// The model's settings, shared by agent (which observes) and coordinator (which scores).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RewardModel {
+    /// Evidence halves every this long.
+    pub half_life: Duration,
+    /// Total evidence (good + bad) is scaled down to at most this.
+    pub max_evidence: f64,
+    /// Standard deviations of optimism in the score (0: plain posterior mean).
+    pub exploration: f64,
+}
+
+impl Default for RewardModel {
+    fn default() -> Self {
+        Self {
+            half_life: Duration::from_secs(600),
+            max_evidence: 4.0,
+            exploration: 1.0,
+        }
+    }
+}
+
+/// Decaying Beta counts, as of `at_ms`.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Estimate {
+    /// Weighted good observations.
+    pub good: f64,
+    /// Weighted bad observations.
+    pub bad: f64,
+    /// When the counts were last brought up to date (ms since the Unix epoch).
+    pub at_ms: u64,
+}
+
+impl RewardModel {
+    /// The counts of `e` decayed to `now_ms` (never grown: a clock going back changes nothing).
+    pub fn decayed(&self, e: &Estimate, now_ms: u64) -> Estimate {
+        let dt = now_ms.saturating_sub(e.at_ms) as f64 / 1000.0;
+        let factor = 0.5_f64.powf(dt / self.half_life.as_secs_f64().max(1e-9));
+        Estimate {
+            good: e.good * factor,
+            bad: e.bad * factor,
+            at_ms: e.at_ms.max(now_ms),
+        }
+    }
+
+    /// Adds one weighted observation at `now_ms`.
+    pub fn observe(&self, e: &mut Estimate, signal: Signal, now_ms: u64) {
+        let mut d = self.decayed(e, now_ms);
+        d.good += signal.reward * signal.weight;
+        d.bad += (1.0 - signal.reward) * signal.weight;
+        let total = d.good + d.bad;
+        if total > self.max_evidence {
+            let scale = self.max_evidence / total;
+            d.good *= scale;
+            d.bad *= scale;
+        }
+        *e = d;
+    }
+
+    /// The score in [0, 1] the extender uses, as of `now_ms`: 1 at or above neutral.
+    pub fn score(&self, e: &Estimate, now_ms: u64) -> f64 {
+        let d = self.decayed(e, now_ms);
+        (d.upper(self.exploration) / NEUTRAL).min(1.0)
+    }
+
+    /// Whether the node is confidently worse than `floor` (the optimistic bound is below it),
+    /// as of `now_ms`: what the extender's optional filter drops.
+    pub fn confidently_below(&self, e: &Estimate, floor: f64, now_ms: u64) -> bool {
+        self.decayed(e, now_ms).upper(self.exploration) < floor
+    }
+}
+
+impl Estimate {
+    /// good + bad.
+    pub fn evidence(&self) -> f64 {
+        self.good + self.bad
+    }
+
+    /// The posterior mean: the reward in [0, 1].
+    pub fn mean(&self) -> f64 {
+        (self.good + 1.0) / (self.evidence() + 2.0)
+    }
+
+    /// The posterior standard deviation.
+    pub fn sd(&self) -> f64 {
+        let m = self.mean();
+        (m * (1.0 - m) / (self.evidence() + 3.0)).sqrt()
+    }
+
+    /// mean + k·sd, capped at 1.
+    pub fn upper(&self, k: f64) -> f64 {
+        (self.mean() + k * self.sd()).min(1.0)
+    }
+
+    /// mean − k·sd, floored at 0.
+    pub fn lower(&self, k: f64) -> f64 {
+        (self.mean() - k * self.sd()).max(0.0)
+    }
+}
+
+impl fmt::Display for Estimate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:.3},{:.3}@{}", self.good, self.bad, self.at_ms)
+    }
+}
+
+/// Why a gossiped estimate did not parse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "reward estimate {0:?} is malformed; expected <good>,<bad>@<unix ms> with finite non-negative counts"
+)]
+pub struct ParseEstimateError(pub String);
+
+impl FromStr for Estimate {
+    type Err = ParseEstimateError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let bad = || ParseEstimateError(s.chars().take(64).collect());
+        let (counts, at) = s.split_once('@').ok_or_else(bad)?;
+        let (good, bad_count) = counts.split_once(',').ok_or_else(bad)?;
+        let count = |v: &str| {
+            v.parse::<f64>()
+                .ok()
+                .filter(|x| x.is_finite() && *x >= 0.0)
+                .ok_or_else(bad)
+        };
+        Ok(Self {
+            good: count(good)?,
+            bad: count(bad_count)?,
+            at_ms: at.parse().map_err(|_| bad())?,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    const MIN: u64 = 60_000;
+
+    fn model() -> RewardModel {
+        RewardModel {
+            half_life: Duration::from_secs(60),
+            ..RewardModel::default()
+        }
+    }
+
+    fn bad(weight: f64) -> Signal {
+        Signal {
+            reward: 0.0,
+            weight,
+        }
+    }
+
+    fn good(weight: f64) -> Signal {
+        Signal {
+            reward: 1.0,
+            weight,
+        }
+    }
+
+    #[test]
+    fn unseen_is_neutral_bad_is_low_and_good_stays_full() {
+        let m = model();
+        let unseen = Estimate::default();
+        assert_eq!(unseen.mean(), 0.5);
+        assert_eq!(m.score(&unseen, 0), 1.0, "no evidence: neutral, full marks");
+        let mut failing = Estimate::default();
+        for _ in 0..5 {
+            m.observe(&mut failing, bad(1.5), 0);
+        }
+        assert!((failing.evidence() - 4.0).abs() < 1e-9, "capped");
+        let s = m.score(&failing, 0);
+        assert!(s < 0.65, "confidently bad scores low: {s}");
+        let mut healthy = Estimate::default();
+        m.observe(&mut healthy, good(3.0), 0);
+        assert_eq!(m.score(&healthy, 0), 1.0);
+        // One quick restart is little evidence; two, against a little Ready time, read as bad.
+        let mut mixed = Estimate::default();
+        m.observe(&mut mixed, good(0.2), 0);
+        m.observe(&mut mixed, bad(1.9), 0);
+        assert!(m.score(&mixed, 0) > 0.95, "one failure");
+        m.observe(&mut mixed, bad(1.9), 0);
+        assert!(m.score(&mixed, 0) < 0.75);
+    }
+
+    #[test]
+    fn evidence_halves_every_half_life_and_a_recovered_node_wins_back() {
+        let m = model();
+        let mut e = Estimate::default();
+        m.observe(&mut e, bad(4.0), 0);
+        let later = m.decayed(&e, MIN);
+        assert!((later.bad - 2.0).abs() < 1e-9);
+        assert_eq!(later.at_ms, MIN);
+        let before = m.score(&e, 0);
+        let after_one = m.score(&e, MIN);
+        let after_two = m.score(&e, 2 * MIN);
+        assert!(
+            before < after_one && after_one < after_two,
+            "{before} {after_one} {after_two}"
+        );
+        assert!(
+            after_one > 0.85,
+            "within about one half-life it is nearly neutral: {after_one}"
+        );
+        assert_eq!(after_two, 1.0);
+        // A clock that goes back does not grow the evidence.
+        assert_eq!(m.decayed(&later, 0).bad, later.bad);
+    }
+
+    #[test]
+    fn the_floor_filter_needs_confidence() {
+        let m = model();
+        let mut one = Estimate::default();
+        m.observe(&mut one, bad(1.0), 0);
+        assert!(
+            !m.confidently_below(&one, 0.5, 0),
+            "one failure is not confidence"
+        );
+        let mut many = Estimate::default();
+        m.observe(&mut many, bad(10.0), 0);
+        assert!(m.confidently_below(&many, 0.5, 0));
+        assert!(!m.confidently_below(&many, 0.5, 3 * MIN), "decayed");
+    }
+
+    #[test]
+    fn wire_form_round_trips_and_rejects_garbage() {
+        let e = Estimate {
+            good: 0.5,
+            bad: 3.25,
+            at_ms: 1_700_000_000_000,
+        };
+        assert_eq!(e.to_string(), "0.500,3.250@1700000000000");
+        assert_eq!(e.to_string().parse::<Estimate>().unwrap(), e);
+        for garbage in ["", "1,2", "1@5", "a,b@1", "-1,0@1", "NaN,0@1", "1,1@-3"] {
+            assert!(garbage.parse::<Estimate>().is_err(), "{garbage}");
+        }
+    }
+}
