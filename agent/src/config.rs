@@ -5,8 +5,9 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use telemesh_core::cli::{CommonArgs, GossipArgs, parse_duration};
+use telemesh_core::cli::{CommonArgs, GossipArgs, RewardModelArgs, parse_duration};
 use telemesh_core::policy::Unknown;
+use telemesh_core::reward::{RewardModel, SignalSettings};
 
 /// `telemesh-agent` flags.
 #[derive(Debug, Clone, clap::Parser)]
@@ -89,6 +90,39 @@ pub struct Cli {
     /// How long tasks may take to stop after SIGTERM.
     #[arg(long, env = "TELEMESH_SHUTDOWN_GRACE", default_value = "5s", value_parser = parse_duration)]
     pub shutdown_grace: Duration,
+    #[command(flatten)]
+    pub reward_model: RewardModelArgs,
+    /// How often this node's pods are looked at for rewards.
+    #[arg(long, env = "TELEMESH_REWARD_INTERVAL", default_value = "5s", value_parser = parse_duration)]
+    pub reward_interval: Duration,
+    /// Ready time worth one good observation.
+    #[arg(long, env = "TELEMESH_REWARD_HEALTHY_UNIT", default_value = "5m", value_parser = parse_duration)]
+    pub reward_healthy_unit: Duration,
+    /// A restart sooner than this after the previous one weighs more.
+    #[arg(long, env = "TELEMESH_REWARD_RESTART_WINDOW", default_value = "10m", value_parser = parse_duration)]
+    pub reward_restart_window: Duration,
+    /// Pod types gossiped at most (the most recently active win; gossip stays bounded).
+    #[arg(long, env = "TELEMESH_REWARD_MAX_TYPES", default_value_t = 32)]
+    pub reward_max_types: usize,
+    /// File the estimates are kept in across restarts (a hostPath); none: a restarted agent
+    /// starts from what its peers still gossip of it, else from scratch.
+    #[arg(long, env = "TELEMESH_REWARD_STATE_FILE")]
+    pub reward_state_file: Option<PathBuf>,
+}
+
+/// Reward learning on this node.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RewardConfig {
+    /// How often pods are looked at.
+    pub interval: Duration,
+    /// Decay, cap, exploration.
+    pub model: RewardModel,
+    /// What observations are worth.
+    pub signals: SignalSettings,
+    /// Types gossiped at most.
+    pub max_types: usize,
+    /// Where estimates persist.
+    pub state_file: Option<PathBuf>,
 }
 
 pub use telemesh_core::cli::GossipSecurity;
@@ -143,6 +177,8 @@ pub struct Config {
     pub policy: PolicyConfig,
     /// Shutdown grace.
     pub shutdown_grace: Duration,
+    /// Reward learning.
+    pub rewards: RewardConfig,
 }
 
 /// Policy evaluation, labels and local eviction.
@@ -193,6 +229,9 @@ pub enum ConfigError {
     /// Zero interval.
     #[error("--{0} must be longer than zero")]
     ZeroInterval(&'static str),
+    /// Reward model flags out of range.
+    #[error("{0}")]
+    RewardModel(String),
 }
 
 impl TryFrom<Cli> for Config {
@@ -221,6 +260,8 @@ impl TryFrom<Cli> for Config {
             ("gossip-interval", cli.gossip.gossip_interval),
             ("refresh", cli.refresh),
             ("policy-interval", cli.policy_interval),
+            ("reward-interval", cli.reward_interval),
+            ("reward-healthy-unit", cli.reward_healthy_unit),
             ("stale-after", cli.stale_after),
         ] {
             if d.is_zero() {
@@ -259,6 +300,17 @@ impl TryFrom<Cli> for Config {
                 }),
             },
             shutdown_grace: cli.shutdown_grace,
+            rewards: RewardConfig {
+                interval: cli.reward_interval,
+                model: cli.reward_model.model().map_err(ConfigError::RewardModel)?,
+                signals: SignalSettings {
+                    healthy_unit: cli.reward_healthy_unit,
+                    restart_window: cli.reward_restart_window,
+                    ..SignalSettings::default()
+                },
+                max_types: cli.reward_max_types.max(1),
+                state_file: cli.reward_state_file,
+            },
         })
     }
 }

@@ -1,7 +1,8 @@
 //! telemesh-agent: the per-node part of Telemesh. It samples its node (procfs, PSI, RDT,
 //! cgroup v2 per pod), publishes what changed to the gossip mesh, serves per-pod figures to the
 //! coordinator over QUIC, and exposes /metrics and health endpoints. It also enforces
-//! TASPolicies on its own node: labels, policy status, and local eviction ([`enforcer`]).
+//! TASPolicies on its own node: labels, policy status, and local eviction ([`enforcer`]), and
+//! learns what the node does to each pod type ([`rewards`]).
 //!
 //! The binary is a thin `main`; everything runs from [`run`] so tests and the dev cluster can
 //! start agents in-process.
@@ -16,6 +17,7 @@ pub mod metrics;
 pub mod pods;
 pub mod policies;
 pub mod publish;
+pub mod rewards;
 pub mod run;
 
 pub use run::{Agent, start};

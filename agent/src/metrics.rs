@@ -54,6 +54,13 @@ pub struct EvictionLabels {
     pub outcome: String,
 }
 
+/// Labels of the reward gauges (bounded by --reward-max-types).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PodTypeLabel {
+    /// `<namespace>/<type>`.
+    pub pod_type: String,
+}
+
 /// Handles to the agent's metrics.
 #[derive(Clone, Debug)]
 pub struct AgentMetrics {
@@ -73,6 +80,10 @@ pub struct AgentMetrics {
     pub evictions: Family<EvictionLabels, Counter>,
     /// Policies this node violates now (any strategy).
     pub policies_violated: Gauge,
+    /// Reward (posterior mean) of each pod type on this node.
+    pub reward: Family<PodTypeLabel, Gauge<f64, AtomicU64>>,
+    /// Evidence (decayed weighted observations) behind each reward.
+    pub reward_evidence: Family<PodTypeLabel, Gauge<f64, AtomicU64>>,
 }
 
 impl AgentMetrics {
@@ -126,6 +137,18 @@ impl AgentMetrics {
             "TASPolicies this node violates now (any strategy)",
             policies_violated.clone(),
         );
+        let reward = Family::default();
+        let reward_evidence = Family::default();
+        registry.register(
+            "reward",
+            "Reward (posterior mean, 0..1) of each pod type on this node",
+            reward.clone(),
+        );
+        registry.register(
+            "reward_evidence",
+            "Decayed weighted observations behind each pod type's reward",
+            reward_evidence.clone(),
+        );
         Self {
             node_metric,
             collection_seconds,
@@ -135,6 +158,8 @@ impl AgentMetrics {
             labels_written,
             evictions,
             policies_violated,
+            reward,
+            reward_evidence,
         }
     }
 }

@@ -136,6 +136,9 @@ fn members_json(members: &[Member]) -> serde_json::Value {
     serde_json::json!({ "members": list })
 }
 
+/// The gossip member, shared by the loops that publish; `None` once shutdown took it.
+pub type SharedGossip = Arc<tokio::sync::Mutex<Option<GossipMember>>>;
+
 /// Fetches and imports local Prometheus endpoints.
 async fn scrape(
     client: &hyper_util::client::legacy::Client<
@@ -230,6 +233,16 @@ pub async fn start(config: Config, stop: CancellationToken) -> anyhow::Result<Ag
     }
 
     let latest_pods: Arc<RwLock<Vec<PodFigures>>> = Arc::new(RwLock::new(Vec::new()));
+    tasks.spawn(crate::rewards::run(
+        crate::rewards::Inputs {
+            pods: pods.clone(),
+            figures: latest_pods.clone(),
+            gossip: gossip.clone(),
+            metrics: metrics.clone(),
+            config: config.rewards.clone(),
+        },
+        stop.child_token(),
+    ));
     let debug_gossip = gossip.clone();
     let http_state = Arc::new(HttpState {
         registry,

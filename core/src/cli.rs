@@ -72,6 +72,42 @@ impl GossipArgs {
     }
 }
 
+/// The reward model's settings: the agent decays and caps what it observes with them, the
+/// coordinator decays and scores what it reads with them, so both binaries take the same flags.
+#[derive(Debug, Clone, clap::Args)]
+pub struct RewardModelArgs {
+    /// Reward evidence halves every this long (a node that stopped failing wins pods back within
+    /// about one half-life).
+    #[arg(long, env = "TELEMESH_REWARD_HALF_LIFE", default_value = "10m", value_parser = parse_duration)]
+    pub reward_half_life: std::time::Duration,
+    /// Cap on the evidence (weighted observations) one (pod type, node) estimate holds.
+    #[arg(long, env = "TELEMESH_REWARD_MAX_EVIDENCE", default_value_t = 4.0)]
+    pub reward_max_evidence: f64,
+    /// Standard deviations of optimism when scoring (exploration of uncertain nodes).
+    #[arg(long, env = "TELEMESH_REWARD_EXPLORATION", default_value_t = 1.0)]
+    pub reward_exploration: f64,
+}
+
+impl RewardModelArgs {
+    /// The model, or why the flags are unusable.
+    pub fn model(&self) -> Result<crate::reward::RewardModel, String> {
+        if self.reward_half_life.is_zero() {
+            return Err("--reward-half-life must be more than 0".into());
+        }
+        if !(self.reward_max_evidence.is_finite() && self.reward_max_evidence > 0.0) {
+            return Err("--reward-max-evidence must be a number above 0".into());
+        }
+        if !(self.reward_exploration.is_finite() && self.reward_exploration >= 0.0) {
+            return Err("--reward-exploration must be a number of at least 0".into());
+        }
+        Ok(crate::reward::RewardModel {
+            half_life: self.reward_half_life,
+            max_evidence: self.reward_max_evidence,
+            exploration: self.reward_exploration,
+        })
+    }
+}
+
 /// Parses a duration flag: `500ms`, `10s`, `2m`, `1h` (a bare number is seconds).
 pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
     use std::time::Duration;
