@@ -6,12 +6,16 @@
 //! `ExtenderArgs` a straightforward extender would use.
 //!
 //! Targets (issue 5): p99 < 1 ms at 5,000 nodes with nodeCacheCapable; full-node mode within
-//! 1.3 x the parse floor. Run: `cargo bench -p telemesh-coordinator --bench extender`.
+//! 1.3 x the parse floor. Rows `cache+rw` run the same nodeCacheCapable requests against a view
+//! where every node also gossips reward estimates for 8 pod types, the pod's among them (filter
+//! with `--reward-floor 0.3`, prioritize blending rewards with telemetry).
+//! Run: `cargo bench -p telemesh-coordinator --bench extender`.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant, SystemTime};
 
 use serde::de::IgnoredAny;
+use telemesh_coordinator::extender::reward::RewardSettings;
 use telemesh_coordinator::extender::{Extender, Settings};
 use telemesh_coordinator::policies::{PolicyCache, PolicySet};
 use telemesh_coordinator::view::{ClusterView, NodeEntry, Snapshot};
@@ -26,8 +30,9 @@ fn node_name(i: usize) -> String {
     format!("ip-10-0-{}-{}.eu-west-1.compute.internal", i / 250, i % 250)
 }
 
-/// A node with 30 metrics, `node_metric` among them.
-fn entry(i: usize, now_ms: u64) -> NodeEntry {
+/// A node with 30 metrics, `node_metric` among them, and with `rewards` reward estimates for
+/// 8 pod types, the bench pod's (`health-metric-demo/demo`) among them.
+fn entry(i: usize, now_ms: u64, rewards: bool) -> NodeEntry {
     let mut kvs = vec![
         ("role".to_owned(), "agent".to_owned()),
         ("v".to_owned(), "1".to_owned()),
@@ -41,6 +46,23 @@ fn entry(i: usize, now_ms: u64) -> NodeEntry {
             format!("m:node_bench_metric_{m}"),
             format!("{}.5@{now_ms}", (i + m) % 97),
         ));
+    }
+    if rewards {
+        for t in 0..8 {
+            let pod_type = if t == 0 {
+                "health-metric-demo/demo".to_owned()
+            } else {
+                format!("team-{t}/service-{t}")
+            };
+            kvs.push((
+                format!("r:{pod_type}"),
+                format!(
+                    "{:.3},{:.3}@{now_ms}",
+                    (i % 5) as f64 * 0.5,
+                    (i % 7) as f64 * 0.5
+                ),
+            ));
+        }
     }
     let state = NodeState::from_key_values(kvs.iter().map(|(k, v)| (k.as_str(), v.as_str())));
     NodeEntry::new(&node_name(i), 1, Liveness::Live, state)
@@ -165,9 +187,21 @@ fn main() {
     );
     for n in [100usize, 1_000, 5_000] {
         let now_ms = unix_ms(SystemTime::now());
-        let view =
-            ClusterView::with_snapshot(Snapshot::from_entries((0..n).map(|i| entry(i, now_ms))));
+        let view = ClusterView::with_snapshot(Snapshot::from_entries(
+            (0..n).map(|i| entry(i, now_ms, false)),
+        ));
         let ext = Extender::new(view, policies.clone(), Settings::default());
+        let rewarded = ClusterView::with_snapshot(Snapshot::from_entries(
+            (0..n).map(|i| entry(i, now_ms, true)),
+        ));
+        let settings = Settings {
+            rewards: RewardSettings {
+                floor: Some(0.3),
+                ..RewardSettings::default()
+            },
+            ..Settings::default()
+        };
+        let ext_rw = Extender::new(rewarded, policies.clone(), settings);
         let names: Vec<String> = (0..n).map(node_name).collect();
         let cached = serde_json::to_vec(&serde_json::json!({
             "Pod": pod_json(), "Nodes": null, "NodeNames": names
@@ -179,7 +213,11 @@ fn main() {
             "NodeNames": null
         }))
         .expect("encodes");
-        for (mode, body) in [("cache", &cached), ("full-node", &full)] {
+        for (mode, body, ext) in [
+            ("cache", &cached, &ext),
+            ("cache+rw", &cached, &ext_rw),
+            ("full-node", &full, &ext),
+        ] {
             let floors = (mode == "full-node").then(|| {
                 let ignored = measure(budget, || {
                     black_box(serde_json::from_slice::<IgnoredAny>(black_box(body)).ok());

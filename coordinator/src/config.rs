@@ -5,10 +5,11 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
-use telemesh_core::cli::{CommonArgs, GossipArgs, parse_duration};
+use telemesh_core::cli::{CommonArgs, GossipArgs, RewardModelArgs, parse_duration};
 use telemesh_core::policy::Unknown;
 
 use crate::extender::http::{Paths, TlsFiles};
+use crate::extender::reward::RewardSettings;
 use crate::extender::{Settings, UnknownScore};
 use crate::view::ViewConfig;
 
@@ -88,6 +89,17 @@ pub struct Cli {
     /// What a node without a fresh value scores in prioritize.
     #[arg(long, env = "TELEMESH_UNKNOWN_SCORE", value_enum, default_value_t = UnknownScore::Neutral)]
     pub unknown_score: UnknownScore,
+    #[command(flatten)]
+    pub reward_model: RewardModelArgs,
+    /// The reward score's share of a prioritize score when the pod's policy also has
+    /// scheduleonmetric, 0..=1 (telemetry has the rest); pods without that policy are scored
+    /// by reward alone.
+    #[arg(long, env = "TELEMESH_REWARD_WEIGHT", default_value_t = 0.5)]
+    pub reward_weight: f64,
+    /// When set (0..=1), filter removes nodes where the pod's type is confidently rewarded
+    /// below this; unset, rewards never filter.
+    #[arg(long, env = "TELEMESH_REWARD_FLOOR")]
+    pub reward_floor: Option<f64>,
     /// How often gossip changes are folded into the cluster view.
     #[arg(long, env = "TELEMESH_VIEW_TICK", default_value = "100ms", value_parser = parse_duration)]
     pub view_tick: Duration,
@@ -203,6 +215,19 @@ pub enum ConfigError {
     /// A zero duration where time must pass.
     #[error("--{0} must be longer than zero")]
     ZeroDuration(&'static str),
+    /// Reward model flags out of range (the message names the flag).
+    #[error("{0}")]
+    RewardModel(String),
+    /// A number outside its range.
+    #[error("--{flag} is {value} but must be {expected}")]
+    OutOfRange {
+        /// The flag.
+        flag: &'static str,
+        /// What was given.
+        value: f64,
+        /// The range, in words.
+        expected: &'static str,
+    },
 }
 
 impl TryFrom<Cli> for Config {
@@ -266,10 +291,38 @@ impl TryFrom<Cli> for Config {
             }),
             _ => None,
         };
+        let unit = |v: f64| (0.0..=1.0).contains(&v);
+        for (flag, value, ok, expected) in [
+            (
+                "reward-weight",
+                cli.reward_weight,
+                unit(cli.reward_weight),
+                "between 0 and 1",
+            ),
+            (
+                "reward-floor",
+                cli.reward_floor.unwrap_or(0.0),
+                cli.reward_floor.is_none_or(unit),
+                "between 0 and 1 (or unset: no reward filter)",
+            ),
+        ] {
+            if !ok {
+                return Err(ConfigError::OutOfRange {
+                    flag,
+                    value,
+                    expected,
+                });
+            }
+        }
         let settings = Settings {
             stale_after: cli.stale_after,
             unknown: cli.unknown_metrics,
             unknown_score: cli.unknown_score,
+            rewards: RewardSettings {
+                model: cli.reward_model.model().map_err(ConfigError::RewardModel)?,
+                weight: cli.reward_weight,
+                floor: cli.reward_floor,
+            },
         };
         Ok(Self {
             kubeconfig: cli.common.kubeconfig,
@@ -305,6 +358,8 @@ impl TryFrom<Cli> for Config {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use clap::{CommandFactory as _, Parser as _};
+
+    use telemesh_core::reward::RewardModel;
 
     use super::*;
 
@@ -343,5 +398,50 @@ mod tests {
         // A key without a certificate, or a QUIC CA without a client certificate: clap refuses.
         assert!(Cli::try_parse_from(["telemesh-coordinator", "--extender-key=k"]).is_err());
         assert!(Cli::try_parse_from(["telemesh-coordinator", "--quic-ca=ca"]).is_err());
+    }
+
+    #[test]
+    fn reward_flags_build_the_model_and_are_range_checked() {
+        let parse = |extra: &[&str]| {
+            let mut args = vec!["telemesh-coordinator", "--insecure-gossip"];
+            args.extend_from_slice(extra);
+            Config::try_from(Cli::try_parse_from(args).unwrap())
+        };
+        let c = parse(&[]).unwrap();
+        assert_eq!(c.settings.rewards, RewardSettings::default());
+        assert_eq!(c.settings.rewards.model.half_life, Duration::from_secs(600));
+        assert_eq!(
+            c.settings.rewards.floor, None,
+            "no reward filter by default"
+        );
+        let c = parse(&[
+            "--reward-half-life=2m",
+            "--reward-max-evidence=8",
+            "--reward-exploration=0",
+            "--reward-weight=1",
+            "--reward-floor=0.3",
+        ])
+        .unwrap();
+        let r = c.settings.rewards;
+        assert_eq!(
+            r.model,
+            RewardModel {
+                half_life: Duration::from_secs(120),
+                max_evidence: 8.0,
+                exploration: 0.0
+            }
+        );
+        assert_eq!((r.weight, r.floor), (1.0, Some(0.3)));
+        for (bad, flag) in [
+            ("--reward-weight=1.5", "reward-weight"),
+            ("--reward-weight=NaN", "reward-weight"),
+            ("--reward-floor=-0.1", "reward-floor"),
+            ("--reward-max-evidence=0", "reward-max-evidence"),
+            ("--reward-exploration=-1", "reward-exploration"),
+            ("--reward-half-life=0s", "reward-half-life"),
+        ] {
+            let err = parse(&[bad]).unwrap_err().to_string();
+            assert!(err.contains(&format!("--{flag}")), "{bad}: {err}");
+        }
     }
 }

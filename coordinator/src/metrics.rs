@@ -69,6 +69,25 @@ pub struct NodeResultLabels {
     pub result: NodeResult,
 }
 
+/// Whether rewards changed what an extender call answered.
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, EncodeLabelValue)]
+pub enum RewardEffect {
+    /// Rewards were applied but the answer is what telemetry alone gives (prioritize: the
+    /// same best nodes; filter: no node dropped).
+    Unchanged,
+    /// Rewards changed the answer (prioritize: other best nodes; filter: nodes dropped).
+    Changed,
+}
+
+/// Labels of reward counts.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RewardLabels {
+    /// The verb.
+    pub verb: Verb,
+    /// What rewards did.
+    pub effect: RewardEffect,
+}
+
 /// Extender metrics.
 #[derive(Clone, Debug)]
 pub struct ExtenderMetrics {
@@ -78,6 +97,8 @@ pub struct ExtenderMetrics {
     pub decisions: Family<DecisionLabels, Counter>,
     /// Candidate nodes by filter result.
     pub filtered_nodes: Family<NodeResultLabels, Counter>,
+    /// Calls where rewards were applied, by verb and whether they changed the answer.
+    pub reward_scored: Family<RewardLabels, Counter>,
 }
 
 // === impl ExtenderMetrics ===
@@ -92,6 +113,7 @@ impl ExtenderMetrics {
         });
         let decisions = Family::default();
         let filtered_nodes = Family::default();
+        let reward_scored = Family::default();
         reg.register(
             "latency_seconds",
             "Extender server time per call, by verb",
@@ -107,11 +129,24 @@ impl ExtenderMetrics {
             "Candidate nodes the filter kept or removed",
             filtered_nodes.clone(),
         );
+        reg.register(
+            "reward_scored",
+            "Extender calls where rewards were applied, by verb and whether they changed the answer",
+            reward_scored.clone(),
+        );
         Self {
             latency,
             decisions,
             filtered_nodes,
+            reward_scored,
         }
+    }
+
+    /// Records that rewards were applied to a call.
+    pub fn rewarded(&self, verb: Verb, effect: RewardEffect) {
+        self.reward_scored
+            .get_or_create(&RewardLabels { verb, effect })
+            .inc();
     }
 
     /// Records one call.
@@ -167,6 +202,13 @@ pub struct ViewMetrics {
     pub key_changes: Counter,
     /// Full re-reads of every member.
     pub resyncs: Counter,
+    /// (pod type, node) reward estimates in the view.
+    pub reward_estimates: Gauge,
+    /// Reward values in the view that did not parse (skipped: those nodes count as unseen
+    /// for that type).
+    pub reward_values_skipped: Gauge,
+    /// Malformed reward values received in key changes.
+    pub reward_values_malformed: Counter,
 }
 
 // === impl ViewMetrics ===
@@ -180,6 +222,9 @@ impl ViewMetrics {
             max_age_seconds: Gauge::default(),
             key_changes: Counter::default(),
             resyncs: Counter::default(),
+            reward_estimates: Gauge::default(),
+            reward_values_skipped: Gauge::default(),
+            reward_values_malformed: Counter::default(),
         };
         reg.register(
             "nodes",
@@ -205,6 +250,21 @@ impl ViewMetrics {
             "resyncs",
             "Full re-reads of every gossip member",
             m.resyncs.clone(),
+        );
+        reg.register(
+            "reward_estimates",
+            "(pod type, node) reward estimates in the cluster view",
+            m.reward_estimates.clone(),
+        );
+        reg.register(
+            "reward_values_skipped",
+            "Gossiped reward values in the cluster view that did not parse (those nodes count as unseen for that type)",
+            m.reward_values_skipped.clone(),
+        );
+        reg.register(
+            "reward_values_malformed",
+            "Malformed reward values received in gossip key changes (skipped)",
+            m.reward_values_malformed.clone(),
         );
         m
     }

@@ -232,6 +232,7 @@ pub async fn start(config: Config, stop: CancellationToken) -> anyhow::Result<Co
         view: view.clone(),
         stale_after: config.settings.stale_after,
         agents,
+        reward_model: config.settings.rewards.model,
     });
     serve_http(
         &tasks,

@@ -40,6 +40,7 @@ use telemesh_core::gossip::{
     NodeState, Role,
 };
 use telemesh_core::policy::{Metrics, Reading};
+use telemesh_core::reward::Estimate;
 use tokio::sync::broadcast::error::TryRecvError;
 use tokio_util::sync::CancellationToken;
 
@@ -115,6 +116,10 @@ pub struct NodeEntry {
     /// Metric lookup by the name a policy uses: full name, or without `node_` (a full name wins
     /// over another metric's short name).
     index: FastMap<Box<str>, MetricValue>,
+    /// The gossiped reward estimates by pod type (`<namespace>/<type>`), parsed once when the
+    /// state is folded in so the extender never parses on a request.
+    /// Every key of `state.rewards` whose value parsed is here; the others were skipped.
+    rewards: FastMap<Box<str>, Estimate>,
 }
 
 // === impl NodeEntry ===
@@ -130,9 +135,39 @@ impl NodeEntry {
             liveness,
             state,
             index: FastMap::default(),
+            rewards: FastMap::default(),
         };
         entry.reindex();
+        entry.reindex_rewards();
         entry
+    }
+
+    /// Re-reads the reward estimates from `state.rewards`, skipping (and counting) the values
+    /// that do not parse.
+    fn reindex_rewards(&mut self) {
+        self.rewards.clear();
+        self.rewards.reserve(self.state.rewards.len());
+        for (pod_type, value) in &self.state.rewards {
+            if let Ok(estimate) = value.parse::<Estimate>() {
+                self.rewards.insert(pod_type.as_str().into(), estimate);
+            }
+        }
+    }
+
+    /// The gossiped reward estimate of `pod_type` (`<namespace>/<type>`) on this node.
+    #[inline]
+    pub fn reward(&self, pod_type: &str) -> Option<&Estimate> {
+        self.rewards.get(pod_type)
+    }
+
+    /// Every reward estimate this node gossips, by pod type, in no particular order.
+    pub fn rewards(&self) -> impl Iterator<Item = (&str, &Estimate)> {
+        self.rewards.iter().map(|(t, e)| (&**t, e))
+    }
+
+    /// How many gossiped reward values did not parse and were skipped.
+    pub fn malformed_rewards(&self) -> usize {
+        self.state.rewards.len() - self.rewards.len()
     }
 
     fn reindex(&mut self) {
@@ -206,6 +241,9 @@ impl Metrics for EntryReadings<'_> {
 #[derive(Debug, Clone, Default)]
 pub struct Snapshot {
     nodes: FastMap<Arc<str>, Arc<NodeEntry>>,
+    /// Every pod type some node has an estimate for, with how many nodes do: lets the extender
+    /// pass a pod with no reward history through in one lookup, without visiting the nodes.
+    reward_types: Arc<RewardTypes>,
     /// Whether the view has synced (first full read done, and an agent seen or the sync timeout
     /// passed): readiness waits for it.
     pub synced: bool,
@@ -218,14 +256,34 @@ pub struct Snapshot {
 impl Snapshot {
     /// A synced snapshot of `entries` (tests and benchmarks build views without gossip).
     pub fn from_entries(entries: impl IntoIterator<Item = NodeEntry>) -> Self {
+        let nodes: FastMap<Arc<str>, Arc<NodeEntry>> = entries
+            .into_iter()
+            .map(|e| (e.name.clone(), Arc::new(e)))
+            .collect();
         Self {
-            nodes: entries
-                .into_iter()
-                .map(|e| (e.name.clone(), Arc::new(e)))
-                .collect(),
+            reward_types: Arc::new(reward_types(nodes.values())),
+            nodes,
             synced: true,
             published_at: Some(SystemTime::now()),
         }
+    }
+
+    /// Whether any node has a reward estimate for `pod_type`.
+    #[inline]
+    pub fn has_reward_type(&self, pod_type: &str) -> bool {
+        self.reward_types.contains_key(pod_type)
+    }
+
+    /// Whether no node has any reward estimate.
+    #[inline]
+    pub fn has_no_rewards(&self) -> bool {
+        self.reward_types.is_empty()
+    }
+
+    /// Every pod type some node has an estimate for, with the number of such nodes, in no
+    /// particular order.
+    pub fn reward_types(&self) -> impl Iterator<Item = (&str, u32)> {
+        self.reward_types.iter().map(|(t, n)| (&**t, *n))
     }
 
     /// The node called `name`.
@@ -258,6 +316,25 @@ impl Snapshot {
             stale_after_ms: u64::try_from(stale_after.as_millis()).unwrap_or(u64::MAX),
         }
     }
+}
+
+/// Pod type → number of nodes with an estimate for it.
+type RewardTypes = FastMap<Box<str>, u32>;
+
+/// The pod types `entries` have estimates for.
+fn reward_types<'a>(entries: impl Iterator<Item = &'a Arc<NodeEntry>>) -> RewardTypes {
+    let mut types = RewardTypes::default();
+    for e in entries {
+        for t in e.rewards.keys() {
+            match types.get_mut(t) {
+                Some(n) => *n += 1,
+                None => {
+                    types.insert(t.clone(), 1);
+                }
+            }
+        }
+    }
+    types
 }
 
 /// The shared handle: cheap to clone, read without locks.
@@ -328,6 +405,10 @@ pub struct Updater {
     /// Every member but observers and self, by name: the working copy snapshots are taken from.
     working: HashMap<Arc<str>, Arc<NodeEntry>>,
     synced: bool,
+    /// The pod types of the last publication, rebuilt only when a node gained or lost one
+    /// (estimates change every few seconds; the set of types seldom does).
+    reward_types: Arc<RewardTypes>,
+    reward_types_dirty: bool,
 }
 
 // === impl Updater ===
@@ -364,6 +445,8 @@ impl Updater {
             _subscription: subscription,
             working: HashMap::new(),
             synced: false,
+            reward_types: Arc::default(),
+            reward_types_dirty: true,
         }
     }
 
@@ -437,6 +520,7 @@ impl Updater {
             working.insert(entry.name.clone(), Arc::new(entry));
         }
         self.working = working;
+        self.reward_types_dirty = true;
         self.metrics.resyncs.inc();
     }
 
@@ -470,6 +554,7 @@ impl Updater {
         }
         let e = Arc::make_mut(entry);
         if e.generation < id.generation {
+            self.reward_types_dirty |= !e.rewards.is_empty();
             *e = NodeEntry::new(&id.node_name, id.generation, liveness, NodeState::default());
         }
         e.liveness = liveness;
@@ -478,18 +563,28 @@ impl Updater {
     }
 
     fn apply_changes(&mut self, batch: Vec<KeyChangeOwned>) {
-        apply_changes(&mut self.working, batch);
+        let folded = apply_changes(&mut self.working, batch);
+        self.reward_types_dirty |= folded.reward_types_changed;
+        if folded.malformed_rewards > 0 {
+            self.metrics
+                .reward_values_malformed
+                .inc_by(folded.malformed_rewards);
+        }
     }
 
-    fn publish(&self) {
+    fn publish(&mut self) {
         let nodes: FastMap<Arc<str>, Arc<NodeEntry>> = self
             .working
             .iter()
             .filter(|(_, e)| e.state.role != Some(Role::Observer))
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
+        if std::mem::take(&mut self.reward_types_dirty) {
+            self.reward_types = Arc::new(reward_types(nodes.values()));
+        }
         self.view.publish(Snapshot {
             nodes,
+            reward_types: self.reward_types.clone(),
             synced: self.synced,
             published_at: Some(SystemTime::now()),
         });
@@ -500,8 +595,11 @@ impl Updater {
         let now_ms = unix_ms(SystemTime::now());
         let stale_ms = u64::try_from(self.config.stale_after.as_millis()).unwrap_or(u64::MAX);
         let (mut live, mut dead, mut left, mut stale) = (0, 0, 0, 0);
+        let (mut estimates, mut malformed) = (0i64, 0i64);
         let mut oldest_newest_ms = now_ms;
         for e in snapshot.nodes() {
+            estimates += e.rewards.len() as i64;
+            malformed += e.malformed_rewards() as i64;
             match e.liveness {
                 Liveness::Live => live += 1,
                 Liveness::Dead => dead += 1,
@@ -517,14 +615,29 @@ impl Updater {
             }
         }
         self.metrics.set_nodes(live, dead, left, stale);
+        self.metrics.reward_estimates.set(estimates);
+        self.metrics.reward_values_skipped.set(malformed);
         self.metrics
             .max_age_seconds
             .set(now_ms.saturating_sub(oldest_newest_ms) as f64 / 1000.0);
     }
 }
 
+/// What folding a batch of key changes did, beyond the entries themselves.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct Folded {
+    /// Some node gained or lost a pod type's estimate.
+    reward_types_changed: bool,
+    /// Reward values in the batch that did not parse (skipped).
+    malformed_rewards: u64,
+}
+
 /// Folds queued key changes into the working map, node by node, in arrival order.
-fn apply_changes(working: &mut HashMap<Arc<str>, Arc<NodeEntry>>, batch: Vec<KeyChangeOwned>) {
+fn apply_changes(
+    working: &mut HashMap<Arc<str>, Arc<NodeEntry>>,
+    batch: Vec<KeyChangeOwned>,
+) -> Folded {
+    let mut folded = Folded::default();
     let mut by_node: HashMap<&str, Vec<&KeyChangeOwned>> = HashMap::new();
     for change in &batch {
         by_node.entry(&change.node).or_default().push(change);
@@ -546,6 +659,7 @@ fn apply_changes(working: &mut HashMap<Arc<str>, Arc<NodeEntry>>, batch: Vec<Key
             }
             if change.generation > e.generation {
                 // A restarted agent: its old keys are gone with the old generation.
+                folded.reward_types_changed |= !e.rewards.is_empty();
                 *e = NodeEntry::new(node, change.generation, e.liveness, NodeState::default());
             }
             if &*change.key == QUIC_ADDR_KEY {
@@ -554,12 +668,34 @@ fn apply_changes(working: &mut HashMap<Arc<str>, Arc<NodeEntry>>, batch: Vec<Key
             }
             let one = NodeState::from_key_values([(&*change.key, &*change.value)]);
             touched_metrics |= !one.metrics.is_empty();
+            for (pod_type, value) in &one.rewards {
+                match value.parse::<Estimate>() {
+                    Ok(estimate) => match e.rewards.get_mut(pod_type.as_str()) {
+                        Some(slot) => *slot = estimate,
+                        None => {
+                            e.rewards.insert(pod_type.as_str().into(), estimate);
+                            folded.reward_types_changed = true;
+                        }
+                    },
+                    Err(error) => {
+                        folded.malformed_rewards += 1;
+                        // A type whose value turned malformed is no longer known here.
+                        folded.reward_types_changed |=
+                            e.rewards.remove(pod_type.as_str()).is_some();
+                        tracing::debug!(
+                            node.name = %node, "pod.type" = %pod_type, %error,
+                            "skipping a malformed reward value"
+                        );
+                    }
+                }
+            }
             merge(&mut e.state, one);
         }
         if touched_metrics {
             e.reindex();
         }
     }
+    folded
 }
 
 /// Merges the entries read from some keys into a node's state.
@@ -655,5 +791,78 @@ mod tests {
             snap.readings("other", 20_000, stale).reading("metric"),
             Reading::Missing
         );
+    }
+
+    #[test]
+    fn rewards_are_parsed_once_and_malformed_values_skipped_and_counted() {
+        let state = NodeState::from_key_values([
+            ("role", "agent"),
+            ("r:default/D", "0.5,3.25@1700000000000"),
+            ("r:web/api", "not an estimate"),
+            ("r:web/db", "-1,0@5"),
+        ]);
+        let e = NodeEntry::new("n", 1, Liveness::Live, state);
+        let d = e.reward("default/D").unwrap();
+        assert_eq!((d.good, d.bad, d.at_ms), (0.5, 3.25, 1_700_000_000_000));
+        assert!(e.reward("web/api").is_none() && e.reward("web/db").is_none());
+        assert_eq!(e.malformed_rewards(), 2);
+        assert_eq!(e.rewards().count(), 1);
+        let snap = Snapshot::from_entries([
+            e,
+            NodeEntry::new("m", 1, Liveness::Live, NodeState::default()),
+        ]);
+        assert!(snap.has_reward_type("default/D"));
+        assert!(
+            !snap.has_reward_type("web/api"),
+            "only a malformed value: unknown type"
+        );
+        assert_eq!(snap.reward_types().collect::<Vec<_>>(), [("default/D", 1)]);
+        assert!(Snapshot::default().has_no_rewards());
+    }
+
+    #[test]
+    fn reward_changes_fold_in_and_say_when_the_set_of_types_changed() {
+        let mut working = HashMap::new();
+        let folded = apply_changes(
+            &mut working,
+            vec![
+                change("n1", 1, "role", "agent"),
+                change("n1", 1, "r:default/D", "0,4@1000"),
+                change("n1", 1, "r:default/E", "1,2,3"),
+            ],
+        );
+        assert_eq!(
+            folded,
+            Folded {
+                reward_types_changed: true,
+                malformed_rewards: 1
+            }
+        );
+        assert_eq!(working["n1"].reward("default/D").unwrap().bad, 4.0);
+        assert_eq!(working["n1"].malformed_rewards(), 1);
+        // A new value for a known type: the same types.
+        let folded = apply_changes(
+            &mut working,
+            vec![change("n1", 1, "r:default/D", "1,3@2000")],
+        );
+        assert_eq!(folded, Folded::default());
+        assert_eq!(working["n1"].reward("default/D").unwrap().at_ms, 2000);
+        // A known type turning malformed is dropped; a malformed one turning valid is added.
+        let folded = apply_changes(
+            &mut working,
+            vec![
+                change("n1", 1, "r:default/D", "oops"),
+                change("n1", 1, "r:default/E", "1,0@3000"),
+            ],
+        );
+        assert!(folded.reward_types_changed);
+        assert_eq!(folded.malformed_rewards, 1);
+        assert!(working["n1"].reward("default/D").is_none());
+        assert_eq!(working["n1"].reward("default/E").unwrap().good, 1.0);
+        assert_eq!(working["n1"].malformed_rewards(), 1);
+        // A restarted agent's estimates go with its old generation.
+        let folded = apply_changes(&mut working, vec![change("n1", 2, "role", "agent")]);
+        assert!(folded.reward_types_changed);
+        assert_eq!(working["n1"].rewards().count(), 0);
     }
 }

@@ -122,6 +122,9 @@ fn serve(
     if verb == Verb::Filter {
         s.metrics.filtered(handled.passed, handled.failed);
     }
+    if let Some(effect) = handled.reward {
+        s.metrics.rewarded(verb, effect);
+    }
     let status = StatusCode::from_u16(handled.reply.status).unwrap_or(StatusCode::BAD_REQUEST);
     reply(status, handled.reply)
 }

@@ -3,19 +3,26 @@
 //! gives the same answer to the same request.
 //!
 //! - [`parse`]: one-pass, borrowing request parsing (nodes stay raw JSON);
-//! - [`filter`], [`prioritize`], [`preempt`]: the decisions, pure;
+//! - [`filter`], [`prioritize`], [`preempt`], [`reward`]: the decisions, pure;
 //! - this module: a request body in, a reply body out ([`Extender`]);
 //! - [`http`]: the HTTP(S) server around it.
 //!
-//! Pods without a `telemetry-policy` label, or whose policy this replica does not know, or whose
-//! policy has no strategy for the verb, pass through untouched (filter keeps every candidate,
-//! prioritize answers `[]`) before any node is looked at.
+//! Pods without a `telemetry-policy` label (or whose policy this replica does not know, or whose
+//! policy has no strategy for the verb) and without reward history pass through untouched
+//! (filter keeps every candidate, prioritize answers `[]`) before any node is looked at: "no
+//! reward history" is one lookup of the pod's type in the snapshot's set of known types, and
+//! no lookup at all while no node reports any reward.
+//!
+//! Prioritize with rewards: each candidate's reward score `r = round(10 × model.score)` (10 for
+//! a node without an estimate for the type); with a scheduleonmetric rule as well, the reply is
+//! `round((1 − w) · telemetry + w · r)` with `w = --reward-weight`, else `r` alone.
 
 pub mod filter;
 pub mod http;
 pub mod parse;
 pub mod preempt;
 pub mod prioritize;
+pub mod reward;
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -27,10 +34,10 @@ use telemesh_core::policy::{Policy, Unknown};
 use self::filter::FilterDecision;
 use self::parse::{Args, Candidates, ParseError};
 use self::preempt::{KeepVictims, VictimRanker};
-use self::prioritize::{NoBias, ScoreBias};
-use crate::metrics::Outcome;
+use self::reward::RewardSettings;
+use crate::metrics::{Outcome, RewardEffect};
 use crate::policies::PolicyCache;
-use crate::view::ClusterView;
+use crate::view::{ClusterView, NodeEntry, Snapshot};
 
 /// What scores unknown nodes get in prioritize.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
@@ -51,6 +58,8 @@ pub struct Settings {
     pub unknown: Unknown,
     /// What an unknown node scores in prioritize.
     pub unknown_score: UnknownScore,
+    /// How rewards score, blend and filter.
+    pub rewards: RewardSettings,
 }
 
 impl Default for Settings {
@@ -59,6 +68,7 @@ impl Default for Settings {
             stale_after: Duration::from_secs(45),
             unknown: Unknown::NotViolating,
             unknown_score: UnknownScore::Neutral,
+            rewards: RewardSettings::default(),
         }
     }
 }
@@ -83,6 +93,8 @@ pub struct Handled {
     pub passed: usize,
     /// Filter only: candidates removed.
     pub failed: usize,
+    /// Whether rewards applied to the call, and what they did.
+    pub reward: Option<RewardEffect>,
 }
 
 impl Handled {
@@ -92,6 +104,7 @@ impl Handled {
             outcome,
             passed: 0,
             failed: 0,
+            reward: None,
         }
     }
 }
@@ -103,10 +116,8 @@ pub struct Extender {
     pub view: ClusterView,
     /// Policies.
     pub policies: PolicyCache,
-    /// Telemetry treatment.
+    /// Telemetry and reward treatment.
     pub settings: Settings,
-    /// Where rewards will bias prioritize scores.
-    pub bias: Arc<dyn ScoreBias>,
     /// Where scavenger-aware preemption will rank victims.
     pub victims: Arc<dyn VictimRanker>,
 }
@@ -122,15 +133,24 @@ impl std::fmt::Debug for Extender {
 // === impl Extender ===
 
 impl Extender {
-    /// An extender without bias or victim ranking.
+    /// An extender without victim ranking.
     pub fn new(view: ClusterView, policies: PolicyCache, settings: Settings) -> Self {
         Self {
             view,
             policies,
             settings,
-            bias: Arc::new(NoBias),
             victims: Arc::new(KeepVictims),
         }
+    }
+
+    /// The pod's type if some node has an estimate for it; `None` without computing the type
+    /// while no node reports any reward.
+    fn rewarded_type(&self, view: &Snapshot, pod: &parse::PodInfo<'_>) -> Option<String> {
+        if view.has_no_rewards() {
+            return None;
+        }
+        let pod_type = pod.pod_type();
+        view.has_reward_type(&pod_type).then_some(pod_type)
     }
 
     /// Answers a filter body.
@@ -142,23 +162,42 @@ impl Extender {
         let policies = self.policies.load();
         let (policy, outcome) = self.policy_of(&args, &policies);
         let rules = policy.and_then(|p| p.dont_schedule.as_ref().map(|r| (p, r)));
-        let decision = match rules {
-            None => FilterDecision {
+        let floor = self.settings.rewards.floor;
+        let view = (rules.is_some() || floor.is_some()).then(|| self.view.load());
+        let now_ms = unix_ms(SystemTime::now());
+        let mut decision = match (rules, &view) {
+            (Some((policy, rules)), Some(view)) => filter::filter(
+                view,
+                policy,
+                rules,
+                &args.candidates,
+                &self.settings,
+                now_ms,
+            ),
+            _ => FilterDecision {
                 passed: (0..args.candidates.len()).collect(),
                 failed: Vec::new(),
             },
-            Some((policy, rules)) => {
-                let view = self.view.load();
-                filter::filter(
-                    &view,
-                    policy,
-                    rules,
-                    &args.candidates,
-                    &self.settings,
-                    unix_ms(SystemTime::now()),
-                )
-            }
         };
+        let mut reward = None;
+        if let (Some(floor), Some(view)) = (floor, &view)
+            && let Some(pod_type) = self.rewarded_type(view, &args.pod)
+        {
+            let (applied, dropped) = reward::apply_floor(
+                view,
+                &pod_type,
+                floor,
+                &self.settings.rewards.model,
+                &args.candidates,
+                &mut decision,
+                now_ms,
+            );
+            reward = applied.then_some(if dropped > 0 {
+                RewardEffect::Changed
+            } else {
+                RewardEffect::Unchanged
+            });
+        }
         let outcome = match (outcome, rules) {
             (Outcome::Evaluated, None) => Outcome::NoStrategy,
             (o, _) => o,
@@ -178,6 +217,7 @@ impl Extender {
             outcome,
             passed,
             failed,
+            reward,
         }
     }
 
@@ -189,24 +229,53 @@ impl Extender {
         };
         let policies = self.policies.load();
         let (policy, outcome) = self.policy_of(&args, &policies);
-        let Some(rule) = policy.and_then(|p| p.schedule_on_metric.as_ref()) else {
-            let outcome = match outcome {
-                Outcome::Evaluated => Outcome::NoStrategy,
-                o => o,
-            };
-            return Handled::new(ok(b"[]".to_vec()), outcome);
+        let rule = policy.and_then(|p| p.schedule_on_metric.as_ref());
+        let outcome = match (outcome, rule) {
+            (Outcome::Evaluated, None) => Outcome::NoStrategy,
+            (o, _) => o,
         };
         let view = self.view.load();
-        let scores = prioritize::prioritize(
-            &view,
-            rule,
-            &args.pod,
-            &args.candidates,
-            &self.settings,
-            &*self.bias,
-            unix_ms(SystemTime::now()),
-        );
-        Handled::new(ok(encode_priorities(&args.candidates, &scores)), outcome)
+        let now_ms = unix_ms(SystemTime::now());
+        let pod_type = self.rewarded_type(&view, &args.pod);
+        if rule.is_none() && pod_type.is_none() {
+            return Handled::new(ok(b"[]".to_vec()), outcome);
+        }
+        // Each candidate looked up once, for telemetry and rewards alike.
+        let entries: Vec<Option<&NodeEntry>> = (0..args.candidates.len())
+            .map(|i| view.node(args.candidates.name(i)))
+            .collect();
+        let rewards = pod_type.and_then(|pod_type| {
+            reward::scores_of(&entries, &pod_type, &self.settings.rewards.model, now_ms)
+        });
+        let telemetry =
+            rule.map(|rule| prioritize::prioritize_entries(&entries, rule, &self.settings, now_ms));
+        let (scores, effect) = match (telemetry, rewards) {
+            (None, None) => return Handled::new(ok(b"[]".to_vec()), outcome),
+            (Some(telemetry), None) => (telemetry, None),
+            (None, Some(rewards)) => {
+                let changed = reward::best_changed(None, &rewards);
+                (rewards, Some(changed))
+            }
+            (Some(telemetry), Some(rewards)) => {
+                let w = self.settings.rewards.weight;
+                let blended: Vec<u8> = telemetry
+                    .iter()
+                    .zip(&rewards)
+                    .map(|(t, r)| reward::blend(*t, *r, w))
+                    .collect();
+                let changed = reward::best_changed(Some(&telemetry), &blended);
+                (blended, Some(changed))
+            }
+        };
+        let mut handled = Handled::new(ok(encode_priorities(&args.candidates, &scores)), outcome);
+        handled.reward = effect.map(|changed| {
+            if changed {
+                RewardEffect::Changed
+            } else {
+                RewardEffect::Unchanged
+            }
+        });
+        handled
     }
 
     /// Answers a preempt body.

@@ -9,7 +9,11 @@
 //! exact camelCase keys, as the scheduler writes them.
 
 use std::borrow::Cow;
+use std::collections::BTreeMap;
 use std::fmt;
+
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
 use serde::de::{self, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer};
@@ -28,6 +32,42 @@ pub struct PodInfo<'a> {
     pub uid: Cow<'a, str>,
     /// The `telemetry-policy` label, if any.
     pub policy: Option<Cow<'a, str>>,
+    /// Every label, in body order (the pod's type is read from them).
+    pub labels: Vec<(Cow<'a, str>, Cow<'a, str>)>,
+    /// The controlling owner's kind and name, if any (the pod's type when no label names it).
+    pub controller: Option<(Cow<'a, str>, Cow<'a, str>)>,
+}
+
+// === impl PodInfo ===
+
+impl PodInfo<'_> {
+    /// Returns the pod's type, `<namespace>/<type>`, exactly as
+    /// [`telemesh_core::reward::pod_type`] reads it from the whole Pod: that function is given
+    /// a Pod holding only the parts it looks at (namespace, name, labels, controller).
+    pub fn pod_type(&self) -> String {
+        let owner = self.controller.as_ref().map(|(kind, name)| OwnerReference {
+            kind: kind.to_string(),
+            name: name.to_string(),
+            controller: Some(true),
+            ..OwnerReference::default()
+        });
+        let pod = Pod {
+            metadata: ObjectMeta {
+                namespace: (!self.namespace.is_empty()).then(|| self.namespace.to_string()),
+                name: Some(self.name.to_string()),
+                labels: Some(
+                    self.labels
+                        .iter()
+                        .map(|(k, v)| (k.to_string(), v.to_string()))
+                        .collect::<BTreeMap<_, _>>(),
+                ),
+                owner_references: owner.map(|o| vec![o]),
+                ..ObjectMeta::default()
+            },
+            ..Pod::default()
+        };
+        telemesh_core::reward::pod_type(&pod)
+    }
 }
 
 /// One candidate node of a full-node request.
@@ -193,7 +233,19 @@ struct PodMeta<'a> {
     #[serde(borrow, default)]
     uid: Option<Str<'a>>,
     #[serde(borrow, default)]
-    labels: Option<PolicyLabel<'a>>,
+    labels: Option<Labels<'a>>,
+    #[serde(borrow, default, rename = "ownerReferences")]
+    owner_references: Option<Vec<OwnerWire<'a>>>,
+}
+
+#[derive(Deserialize)]
+struct OwnerWire<'a> {
+    #[serde(borrow, default)]
+    kind: Option<Str<'a>>,
+    #[serde(borrow, default)]
+    name: Option<Str<'a>>,
+    #[serde(default)]
+    controller: Option<bool>,
 }
 
 impl<'a> PodWire<'a> {
@@ -202,39 +254,52 @@ impl<'a> PodWire<'a> {
             return PodInfo::default();
         };
         let text = |s: Option<Str<'a>>| s.map(|s| s.0).unwrap_or_default();
+        let labels = m.labels.unwrap_or_default();
+        let controller = m
+            .owner_references
+            .unwrap_or_default()
+            .into_iter()
+            .find(|o| o.controller == Some(true))
+            .map(|o| (text(o.kind), text(o.name)));
         PodInfo {
             namespace: text(m.namespace),
             name: text(m.name),
             uid: text(m.uid),
-            policy: m.labels.and_then(|l| l.0),
+            policy: labels.policy,
+            labels: labels.all,
+            controller,
         }
     }
 }
 
-/// From a pod's labels, only the `telemetry-policy` label.
-struct PolicyLabel<'a>(Option<Cow<'a, str>>);
+/// A pod's labels, borrowed, with the `telemetry-policy` label picked out.
+#[derive(Default)]
+struct Labels<'a> {
+    policy: Option<Cow<'a, str>>,
+    all: Vec<(Cow<'a, str>, Cow<'a, str>)>,
+}
 
-impl<'de: 'a, 'a> Deserialize<'de> for PolicyLabel<'a> {
+impl<'de: 'a, 'a> Deserialize<'de> for Labels<'a> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         struct V;
         impl<'de> Visitor<'de> for V {
-            type Value = Option<Cow<'de, str>>;
+            type Value = Labels<'de>;
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.write_str("a map of labels")
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-                let mut found = None;
+                let mut out = Labels::default();
                 while let Some(Key(key)) = map.next_key::<Key<'de>>()? {
+                    let value = map.next_value::<Str<'de>>()?.0;
                     if key == POLICY_LINK_LABEL {
-                        found = Some(map.next_value::<Str<'de>>()?.0);
-                    } else {
-                        map.next_value::<IgnoredAny>()?;
+                        out.policy = Some(value.clone());
                     }
+                    out.all.push((key, value));
                 }
-                Ok(found)
+                Ok(out)
             }
         }
-        d.deserialize_map(V).map(PolicyLabel)
+        d.deserialize_map(V)
     }
 }
 

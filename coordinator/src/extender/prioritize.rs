@@ -1,50 +1,47 @@
 //! prioritize: a pod's `scheduleonmetric` rule scored by magnitude across the candidates
-//! (`policy::score`), 0..=10, never negative, equal values equal scores. Pure.
+//! (`policy::score`), 0..=10, never negative, equal values equal scores. Pure. The blend with
+//! rewards is in [`super::reward`], applied by [`super::Extender::prioritize`].
 
+use telemesh_core::policy::Rule;
 use telemesh_core::policy::score::{self, MAX_SCORE};
-use telemesh_core::policy::{Metrics, Reading, Rule};
+use telemesh_core::policy::{Metrics, Reading};
 
-use super::parse::{Candidates, PodInfo};
+use super::parse::Candidates;
 use super::{Settings, UnknownScore};
-use crate::view::Snapshot;
-
-/// Where learned per-node preferences (the reward of the pod's type on each node) adjust the
-/// metric scores. Called with the scores of every candidate, in order; it must leave them in
-/// 0..=10 (they are clamped after). Until rewards land, [`NoBias`] leaves them alone.
-pub trait ScoreBias: Send + Sync {
-    /// Adjusts `scores` (one per candidate) for `pod`.
-    fn adjust(
-        &self,
-        pod: &PodInfo<'_>,
-        view: &Snapshot,
-        candidates: &Candidates<'_>,
-        scores: &mut [u8],
-    );
-}
-
-/// No bias: metric scores only.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct NoBias;
-
-impl ScoreBias for NoBias {
-    fn adjust(&self, _: &PodInfo<'_>, _: &Snapshot, _: &Candidates<'_>, _: &mut [u8]) {}
-}
+use crate::view::{EntryReadings, NodeEntry, Snapshot};
 
 /// Scores every candidate for `rule` at `now_ms`; unknown nodes (stale, missing, or not in the
 /// view) get what `settings.unknown_score` says.
 pub fn prioritize(
     view: &Snapshot,
     rule: &Rule,
-    pod: &PodInfo<'_>,
     candidates: &Candidates<'_>,
     settings: &Settings,
-    bias: &dyn ScoreBias,
     now_ms: u64,
 ) -> Vec<u8> {
-    let readings: Vec<Reading> = (0..candidates.len())
-        .map(|i| {
-            view.readings(candidates.name(i), now_ms, settings.stale_after)
-                .reading(&rule.metric)
+    let entries: Vec<Option<&NodeEntry>> = (0..candidates.len())
+        .map(|i| view.node(candidates.name(i)))
+        .collect();
+    prioritize_entries(&entries, rule, settings, now_ms)
+}
+
+/// [`prioritize`] for candidates already looked up in the view (`None`: not in it).
+pub fn prioritize_entries(
+    entries: &[Option<&NodeEntry>],
+    rule: &Rule,
+    settings: &Settings,
+    now_ms: u64,
+) -> Vec<u8> {
+    let stale_after_ms = u64::try_from(settings.stale_after.as_millis()).unwrap_or(u64::MAX);
+    let readings: Vec<Reading> = entries
+        .iter()
+        .map(|entry| {
+            EntryReadings {
+                entry: *entry,
+                now_ms,
+                stale_after_ms,
+            }
+            .reading(&rule.metric)
         })
         .collect();
     let known = score::scores(rule, &readings);
@@ -52,10 +49,8 @@ pub fn prioritize(
         UnknownScore::Neutral => score::neutral(&known),
         UnknownScore::Zero => 0,
     };
-    let mut scores: Vec<u8> = known.into_iter().map(|s| s.unwrap_or(unknown)).collect();
-    bias.adjust(pod, view, candidates, &mut scores);
-    for s in &mut scores {
-        *s = (*s).min(MAX_SCORE);
-    }
-    scores
+    known
+        .into_iter()
+        .map(|s| s.unwrap_or(unknown).min(MAX_SCORE))
+        .collect()
 }

@@ -504,3 +504,312 @@ mod routes {
         );
     }
 }
+
+mod rewards {
+    //! Rewards in prioritize and filter: a pod of type `health-metric-demo/D` (the seed policy's
+    //! namespace, so the same pod can also link to the policy).
+
+    use super::*;
+    use crate::extender::reward::{self, RewardSettings};
+    use telemesh_core::reward::{Estimate, RewardModel};
+
+    const TYPE: &str = "health-metric-demo/D";
+
+    /// A node with `node_metric` `value` (if any) and the gossiped estimates `rewards`.
+    fn node_with(name: &str, value: Option<f64>, rewards: &[(&str, String)]) -> NodeEntry {
+        let now = unix_ms(SystemTime::now());
+        let kvs: Vec<(String, String)> = [("role".to_owned(), "agent".to_owned())]
+            .into_iter()
+            .chain(value.map(|v| ("m:node_metric".to_owned(), format!("{v}@{now}"))))
+            .chain(rewards.iter().map(|(t, v)| (format!("r:{t}"), v.clone())))
+            .collect();
+        let state = NodeState::from_key_values(kvs.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+        NodeEntry::new(name, 1, Liveness::Live, state)
+    }
+
+    /// Four bad observations, `ago` ago.
+    fn failing(ago: Duration) -> String {
+        format!("0,4@{}", unix_ms(SystemTime::now() - ago))
+    }
+
+    fn typed_pod(policy: Option<&str>, pod_type: &str) -> Pod {
+        let mut p = pod(policy);
+        p.metadata
+            .labels
+            .get_or_insert_with(Default::default)
+            .insert("telemesh.io/pod-type".into(), pod_type.into());
+        p
+    }
+
+    fn body(pod: Pod, names: &[&str]) -> Vec<u8> {
+        serde_json::to_vec(&ExtenderArgs {
+            pod: Some(pod),
+            nodes: None,
+            node_names: Some(names.iter().map(|n| (*n).to_owned()).collect()),
+        })
+        .unwrap()
+    }
+
+    fn with_settings(entries: Vec<NodeEntry>, rewards: RewardSettings) -> Extender {
+        let mut ext = extender(entries);
+        ext.settings.rewards = rewards;
+        ext
+    }
+
+    fn bad_score() -> i64 {
+        let e = Estimate {
+            good: 0.0,
+            bad: 4.0,
+            at_ms: 0,
+        };
+        i64::from(reward::score(&RewardModel::default(), &e, 0))
+    }
+
+    #[test]
+    fn the_parsed_pod_type_is_core_pod_type() {
+        for p in [
+            typed_pod(None, "D"),
+            pod(POLICY),
+            pod(None),
+            Pod {
+                metadata: ObjectMeta {
+                    name: Some("web-7d9f-x1".into()),
+                    labels: Some([("pod-template-hash".to_owned(), "7d9f".to_owned())].into()),
+                    owner_references: Some(vec![
+                        k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+                            kind: "ReplicaSet".into(),
+                            name: "web-7d9f".into(),
+                            controller: Some(true),
+                            ..Default::default()
+                        },
+                    ]),
+                    ..Default::default()
+                },
+                ..Default::default()
+            },
+        ] {
+            let b = body(p.clone(), &["n1"]);
+            let args = parse::parse_args(&b).unwrap();
+            assert_eq!(args.pod.pod_type(), telemesh_core::reward::pod_type(&p));
+        }
+    }
+
+    #[test]
+    fn reward_alone_scores_bad_low_and_unseen_or_decayed_neutral() {
+        let ext = extender(vec![
+            node_with("bad", None, &[(TYPE, failing(Duration::ZERO))]),
+            node_with(
+                "unseen",
+                None,
+                &[("health-metric-demo/other", failing(Duration::ZERO))],
+            ),
+            node_with(
+                "decayed",
+                None,
+                &[(TYPE, failing(Duration::from_secs(3 * 3600)))],
+            ),
+            node_with("malformed", None, &[(TYPE, "0,4".into())]),
+        ]);
+        let names = ["bad", "unseen", "decayed", "malformed", "absent"];
+        let h = ext.prioritize(&body(typed_pod(None, "D"), &names));
+        assert_eq!(h.outcome, Outcome::NoPolicy);
+        assert_eq!(h.reward, Some(RewardEffect::Changed));
+        let scores: Vec<i64> = priorities(&h).into_iter().map(|(_, s)| s).collect();
+        assert!(
+            bad_score() < 7,
+            "confidently bad scores low: {}",
+            bad_score()
+        );
+        assert_eq!(scores, [bad_score(), 10, 10, 10, 10]);
+    }
+
+    #[test]
+    fn rewards_blend_with_telemetry_by_weight() {
+        let entries = || {
+            vec![
+                node_with("hi", Some(80.0), &[(TYPE, failing(Duration::ZERO))]),
+                node_with("mid", Some(40.0), &[]),
+                node_with("lo", Some(0.0), &[]),
+            ]
+        };
+        let names = ["hi", "mid", "lo"];
+        let pod = || typed_pod(POLICY, "D");
+        // Telemetry alone: 10, 5, 0.
+        let ext = with_settings(entries(), RewardSettings::default());
+        let h = ext.prioritize(&body(pod(), &names));
+        assert_eq!(h.outcome, Outcome::Evaluated);
+        let blended = |t: i64, r: i64| ((t + r) as f64 / 2.0).round() as i64;
+        assert_eq!(
+            priorities(&h)
+                .into_iter()
+                .map(|(_, s)| s)
+                .collect::<Vec<_>>(),
+            [blended(10, bad_score()), blended(5, 10), blended(0, 10)]
+        );
+        // hi (10 → 8) now ties mid (5 → 8): the best nodes changed.
+        assert_eq!(h.reward, Some(RewardEffect::Changed));
+        // Weight 0: telemetry alone, rewards applied without effect.
+        let ext = with_settings(
+            entries(),
+            RewardSettings {
+                weight: 0.0,
+                ..RewardSettings::default()
+            },
+        );
+        let h = ext.prioritize(&body(pod(), &names));
+        assert_eq!(
+            priorities(&h)
+                .into_iter()
+                .map(|(_, s)| s)
+                .collect::<Vec<_>>(),
+            [10, 5, 0]
+        );
+        assert_eq!(h.reward, Some(RewardEffect::Unchanged));
+        // Weight 1: reward alone.
+        let ext = with_settings(
+            entries(),
+            RewardSettings {
+                weight: 1.0,
+                ..RewardSettings::default()
+            },
+        );
+        let h = ext.prioritize(&body(pod(), &names));
+        assert_eq!(
+            priorities(&h)
+                .into_iter()
+                .map(|(_, s)| s)
+                .collect::<Vec<_>>(),
+            [bad_score(), 10, 10]
+        );
+    }
+
+    #[test]
+    fn pods_without_reward_history_are_untouched() {
+        let entries = || {
+            vec![
+                node_with("hi", Some(80.0), &[(TYPE, failing(Duration::ZERO))]),
+                node_with("lo", Some(0.0), &[]),
+            ]
+        };
+        let ext = extender(entries());
+        // Another type: no history anywhere.
+        for (policy, expect) in [(None, "[]"), (POLICY, "")] {
+            let h = ext.prioritize(&body(typed_pod(policy, "other"), &["hi", "lo"]));
+            assert_eq!(h.reward, None);
+            if policy.is_none() {
+                assert_eq!(String::from_utf8(h.reply.body.clone()).unwrap(), expect);
+                assert_eq!(h.outcome, Outcome::NoPolicy);
+            } else {
+                assert_eq!(
+                    priorities(&h),
+                    [("hi".to_owned(), 10), ("lo".to_owned(), 0)]
+                );
+            }
+        }
+        // History for the type, but on none of the candidates.
+        let h = ext.prioritize(&body(typed_pod(None, "D"), &["lo", "absent"]));
+        assert_eq!((h.reply.body.as_slice(), h.reward), (&b"[]"[..], None));
+        // A view with no rewards at all.
+        let ext = fresh(&[("hi", 80.0)]);
+        let h = ext.prioritize(&body(typed_pod(None, "D"), &["hi"]));
+        assert_eq!((h.reply.body.as_slice(), h.reward), (&b"[]"[..], None));
+    }
+
+    #[test]
+    fn the_floor_filters_only_when_set_and_says_why() {
+        let entries = || {
+            vec![
+                node_with("bad", Some(50.0), &[(TYPE, failing(Duration::ZERO))]),
+                node_with("cold", Some(5.0), &[]),
+                node_with("ok", Some(50.0), &[(TYPE, "3,0@0".into())]),
+                node_with(
+                    "decayed",
+                    Some(50.0),
+                    &[(TYPE, failing(Duration::from_secs(3600)))],
+                ),
+            ]
+        };
+        let names = ["bad", "cold", "ok", "decayed"];
+        // Off by default.
+        let ext = extender(entries());
+        let h = ext.filter(&body(typed_pod(None, "D"), &names));
+        assert_eq!(filter_result(&h).node_names.unwrap().len(), 4);
+        assert_eq!(h.reward, None);
+        // On: the confidently bad node goes, with its reason; the policy's reasons stay.
+        let floor = RewardSettings {
+            floor: Some(0.4),
+            ..RewardSettings::default()
+        };
+        let ext = with_settings(entries(), floor);
+        let h = ext.filter(&body(typed_pod(POLICY, "D"), &names));
+        let r = filter_result(&h);
+        assert_eq!(r.node_names, Some(vec!["ok".into(), "decayed".into()]));
+        assert_eq!(
+            r.failed_nodes["bad"],
+            "reward of health-metric-demo/D on bad is confidently below 0.4 (mean 0.17, evidence 4.0)"
+        );
+        assert!(r.failed_nodes["cold"].starts_with("policy health-metric-demo/scheduling-policy"));
+        assert_eq!((h.passed, h.failed), (2, 2));
+        assert_eq!(h.reward, Some(RewardEffect::Changed));
+        // Without a policy too; a floor below the node's optimistic bound keeps it.
+        let h = ext.filter(&body(typed_pod(None, "D"), &names));
+        assert_eq!(filter_result(&h).node_names.unwrap().len(), 3);
+        let lenient = with_settings(
+            entries(),
+            RewardSettings {
+                floor: Some(0.3),
+                ..RewardSettings::default()
+            },
+        );
+        let h = lenient.filter(&body(typed_pod(None, "D"), &names));
+        assert_eq!(filter_result(&h).node_names.unwrap().len(), 4);
+        assert_eq!(h.reward, Some(RewardEffect::Unchanged));
+        // A type without history: untouched.
+        let h = ext.filter(&body(typed_pod(None, "other"), &names));
+        assert_eq!(
+            (filter_result(&h).node_names.unwrap().len(), h.reward),
+            (4, None)
+        );
+    }
+
+    #[tokio::test]
+    async fn reward_decisions_are_counted() {
+        use ::http::Request;
+        use axum::body::Body;
+        use prometheus_client::registry::Registry;
+        use tower::ServiceExt as _;
+
+        use crate::extender::http::{Paths, router};
+        use crate::metrics::ExtenderMetrics;
+
+        let mut reg = Registry::default();
+        let metrics = ExtenderMetrics::register(&mut reg);
+        let ext = extender(vec![node_with(
+            "bad",
+            None,
+            &[(TYPE, failing(Duration::ZERO))],
+        )]);
+        let app = router(ext, metrics, &Paths::default(), 1 << 20);
+        for pod_type in ["D", "other"] {
+            let resp = app
+                .clone()
+                .oneshot(
+                    Request::builder()
+                        .method("POST")
+                        .uri("/scheduler/prioritize")
+                        .body(Body::from(body(typed_pod(None, pod_type), &["bad", "n2"])))
+                        .unwrap(),
+                )
+                .await
+                .unwrap();
+            assert_eq!(resp.status(), 200);
+        }
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &reg).unwrap();
+        assert!(
+            text.contains(r#"reward_scored_total{verb="Prioritize",effect="Changed"} 1"#),
+            "{text}"
+        );
+        assert!(!text.contains(r#"effect="Unchanged""#), "{text}");
+    }
+}

@@ -1,8 +1,11 @@
 //! The estimate per (pod type, node): a Beta(1 + good, 1 + bad) posterior over "a pod of this
 //! type does well on this node", whose counts halve every `half_life` (so old evidence fades and
 //! a node that recovered is tried again) and are capped at `max_evidence` (so a long bad past
-//! fades as fast as a short one: a node wins back pods within about one half-life of its
-//! faults stopping).
+//! fades as fast as a short one). The default cap, 3, is chosen so both promises hold with the
+//! default exploration (k = 1): a node whose faults stop falls from 3 bad to 1.5 in one
+//! half-life, where its upper bound reaches neutral again (it wins pods back), while a single
+//! fresh crash (a restart and a crash loop, 2 bad) already scores below neutral (pods avoid it
+//! at once).
 //!
 //! Scoring is optimistic under uncertainty (an upper confidence bound, mean + k·sd), mapped so
 //! that anything at or above the neutral prior mean (0.5) scores full marks: rewards steer pods
@@ -36,7 +39,7 @@ impl Default for RewardModel {
     fn default() -> Self {
         Self {
             half_life: Duration::from_secs(600),
-            max_evidence: 4.0,
+            max_evidence: 3.0,
             exploration: 1.0,
         }
     }
@@ -193,9 +196,9 @@ mod tests {
         for _ in 0..5 {
             m.observe(&mut failing, bad(1.5), 0);
         }
-        assert!((failing.evidence() - 4.0).abs() < 1e-9, "capped");
+        assert!((failing.evidence() - 3.0).abs() < 1e-9, "capped");
         let s = m.score(&failing, 0);
-        assert!(s < 0.65, "confidently bad scores low: {s}");
+        assert!(s < 0.75, "confidently bad scores low: {s}");
         let mut healthy = Estimate::default();
         m.observe(&mut healthy, good(3.0), 0);
         assert_eq!(m.score(&healthy, 0), 1.0);
@@ -205,7 +208,7 @@ mod tests {
         m.observe(&mut mixed, bad(1.9), 0);
         assert!(m.score(&mixed, 0) > 0.95, "one failure");
         m.observe(&mut mixed, bad(1.9), 0);
-        assert!(m.score(&mixed, 0) < 0.75);
+        assert!(m.score(&mixed, 0) < 0.85);
     }
 
     #[test]
@@ -213,8 +216,9 @@ mod tests {
         let m = model();
         let mut e = Estimate::default();
         m.observe(&mut e, bad(4.0), 0);
+        assert!((e.bad - 3.0).abs() < 1e-9, "capped");
         let later = m.decayed(&e, MIN);
-        assert!((later.bad - 2.0).abs() < 1e-9);
+        assert!((later.bad - 1.5).abs() < 1e-9);
         assert_eq!(later.at_ms, MIN);
         let before = m.score(&e, 0);
         let after_one = m.score(&e, MIN);
