@@ -316,10 +316,11 @@ pub async fn run(inputs: Inputs, stop: CancellationToken) {
             }
         }
         drop(guard);
-        if changed && let Some(path) = &config.state_file {
-            if let Err(e) = save(path, learner.estimates()) {
-                tracing::warn!(path = %path.display(), error = format!("{e:#}"), "saving rewards failed; they will be retried");
-            }
+        if changed
+            && let Some(path) = &config.state_file
+            && let Err(e) = save(path, learner.estimates())
+        {
+            tracing::warn!(path = %path.display(), error = format!("{e:#}"), "saving rewards failed; they will be retried");
         }
     }
 }

@@ -81,7 +81,7 @@ pub struct RewardModelArgs {
     #[arg(long, env = "TELEMESH_REWARD_HALF_LIFE", default_value = "10m", value_parser = parse_duration)]
     pub reward_half_life: std::time::Duration,
     /// Cap on the evidence (weighted observations) one (pod type, node) estimate holds.
-    #[arg(long, env = "TELEMESH_REWARD_MAX_EVIDENCE", default_value_t = 3.0)]
+    #[arg(long, env = "TELEMESH_REWARD_MAX_EVIDENCE", default_value_t = 2.5)]
     pub reward_max_evidence: f64,
     /// Standard deviations of optimism when scoring (exploration of uncertain nodes).
     #[arg(long, env = "TELEMESH_REWARD_EXPLORATION", default_value_t = 1.0)]

@@ -45,7 +45,7 @@ extenders:
 fn dev(dir: &Path, extra: &[&str]) -> Child {
     let config = scheduler_config(dir);
     Command::new(env!("CARGO_BIN_EXE_telemesh-sim"))
-        .args(["dev", "--nodes", "3", "--listen", "127.0.0.1:0"])
+        .args(["dev", "--listen", "127.0.0.1:0"])
         .arg("--dir")
         .arg(dir.join("state"))
         .arg("--scheduler-config")
@@ -76,7 +76,7 @@ fn processes_under(dir: &Path) -> Vec<u32> {
 #[tokio::test]
 async fn headless_dev_cluster_tells_the_whole_story_and_leaves_nothing_running() {
     let dir = tempfile::tempdir().unwrap();
-    let child = dev(dir.path(), &["--for", "150s"]);
+    let child = dev(dir.path(), &["--nodes", "3", "--for", "150s"]);
     let out = tokio::time::timeout(Duration::from_secs(200), child.wait_with_output())
         .await
         .expect("telemesh-sim dev --for 150s overran its own deadline")
@@ -110,7 +110,7 @@ async fn headless_dev_cluster_tells_the_whole_story_and_leaves_nothing_running()
 #[tokio::test]
 async fn interrupting_the_dev_cluster_stops_every_process_it_started() {
     let dir = tempfile::tempdir().unwrap();
-    let mut child = dev(dir.path(), &[]);
+    let mut child = dev(dir.path(), &["--nodes", "3"]);
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let up = tokio::time::timeout(Duration::from_secs(60), async {
         while let Some(line) = lines.next_line().await.unwrap() {
@@ -137,6 +137,31 @@ async fn interrupting_the_dev_cluster_stops_every_process_it_started() {
         .expect("dev did not stop within 30s of Ctrl-C")
         .unwrap();
     assert!(status.success(), "{status}");
+    assert_eq!(
+        processes_under(dir.path()),
+        Vec::<u32>::new(),
+        "left running"
+    );
+}
+
+#[tokio::test]
+async fn the_rewards_story_learns_to_avoid_failing_nodes_and_forgives_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let child = dev(
+        dir.path(),
+        &["--nodes", "4", "--story", "rewards", "--for", "420s"],
+    );
+    let out = tokio::time::timeout(Duration::from_secs(480), child.wait_with_output())
+        .await
+        .expect("telemesh-sim dev --story rewards overran its own deadline")
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "rewards story failed:\n{stdout}");
+    let figures = stdout
+        .lines()
+        .find(|l| l.starts_with("rewards: "))
+        .unwrap_or_else(|| panic!("no figures line:\n{stdout}"));
+    assert!(figures.ends_with("targets met"), "{figures}");
     assert_eq!(
         processes_under(dir.path()),
         Vec::<u32>::new(),

@@ -1,17 +1,21 @@
 //! The estimate per (pod type, node): a Beta(1 + good, 1 + bad) posterior over "a pod of this
 //! type does well on this node", whose counts halve every `half_life` (so old evidence fades and
 //! a node that recovered is tried again) and are capped at `max_evidence` (so a long bad past
-//! fades as fast as a short one). The default cap, 3, is chosen so both promises hold with the
-//! default exploration (k = 1): a node whose faults stop falls from 3 bad to 1.5 in one
-//! half-life, where its upper bound reaches neutral again (it wins pods back), while a single
-//! fresh crash (a restart and a crash loop, 2 bad) already scores below neutral (pods avoid it
-//! at once).
+//! fades as fast as a short one).
 //!
-//! Scoring is optimistic under uncertainty (an upper confidence bound, mean + k·sd), mapped so
-//! that anything at or above the neutral prior mean (0.5) scores full marks: rewards steer pods
-//! *away* from nodes that are confidently bad, they do not rank healthy nodes against each other
-//! (telemetry and resource balancing do that). A node with little evidence therefore scores
-//! neutral, a clearly bad node low, and a decayed one is explored again.
+//! Scoring is optimistic under uncertainty: the upper confidence bound `mean + k·sd`. A bound at
+//! or above the neutral prior mean (0.5) scores full marks, so rewards steer pods *away* from
+//! nodes that are confidently bad and never rank healthy nodes against each other (telemetry and
+//! resource balancing do that): a node with little evidence scores neutral, and a decayed one is
+//! explored again. Below neutral the score falls linearly to 0 at a bound of [`BAD_BOUND`]
+//! (0.4): the extender's scores are integers 0..=10, so the grading is spent on the band where
+//! the decision is made.
+//!
+//! The defaults (cap 2.5, k = 1) keep both promises of the issue: a single fresh crash (a
+//! restart and a crash loop, 2 bad, bound 0.48) already scores 8, so new pods avoid the node at
+//! once; a node whose faults stopped falls from the cap to 1.25 bad within one half-life, where
+//! its bound (0.53) is neutral again and it wins pods back. A crash after a long healthy history
+//! weighs little (the cap scales the good evidence down with the bad).
 //!
 //! Wire form (gossip value): `<good>,<bad>@<unix ms>`, e.g. `0.5,3.25@1700000000000`.
 
@@ -23,6 +27,9 @@ use super::signal::Signal;
 
 /// The prior mean: what an unseen (type, node) is worth.
 pub const NEUTRAL: f64 = 0.5;
+
+/// The upper confidence bound at which a node scores 0: confidently bad.
+pub const BAD_BOUND: f64 = 0.4;
 
 /// The model's settings, shared by agent (which observes) and coordinator (which scores).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -39,7 +46,7 @@ impl Default for RewardModel {
     fn default() -> Self {
         Self {
             half_life: Duration::from_secs(600),
-            max_evidence: 3.0,
+            max_evidence: 2.5,
             exploration: 1.0,
         }
     }
@@ -82,10 +89,11 @@ impl RewardModel {
         *e = d;
     }
 
-    /// The score in [0, 1] the extender uses, as of `now_ms`: 1 at or above neutral.
+    /// The score in [0, 1] the extender uses, as of `now_ms`: 1 at or above neutral, falling
+    /// linearly to 0 at [`BAD_BOUND`].
     pub fn score(&self, e: &Estimate, now_ms: u64) -> f64 {
         let d = self.decayed(e, now_ms);
-        (d.upper(self.exploration) / NEUTRAL).min(1.0)
+        ((d.upper(self.exploration) - BAD_BOUND) / (NEUTRAL - BAD_BOUND)).clamp(0.0, 1.0)
     }
 
     /// Whether the node is confidently worse than `floor` (the optimistic bound is below it),
@@ -196,19 +204,26 @@ mod tests {
         for _ in 0..5 {
             m.observe(&mut failing, bad(1.5), 0);
         }
-        assert!((failing.evidence() - 3.0).abs() < 1e-9, "capped");
+        assert!((failing.evidence() - 2.5).abs() < 1e-9, "capped");
         let s = m.score(&failing, 0);
-        assert!(s < 0.75, "confidently bad scores low: {s}");
+        assert_eq!(s, 0.0, "confidently bad");
         let mut healthy = Estimate::default();
         m.observe(&mut healthy, good(3.0), 0);
         assert_eq!(m.score(&healthy, 0), 1.0);
-        // One quick restart is little evidence; two, against a little Ready time, read as bad.
+        // One crash (restart and crash loop) after a minute Ready is already held against it;
+        // a second makes it confidently bad.
         let mut mixed = Estimate::default();
         m.observe(&mut mixed, good(0.2), 0);
+        m.observe(&mut mixed, bad(2.0), 0);
+        let once = m.score(&mixed, 0);
+        assert!((0.5..0.9).contains(&once), "one failure: {once}");
         m.observe(&mut mixed, bad(1.9), 0);
-        assert!(m.score(&mixed, 0) > 0.95, "one failure");
-        m.observe(&mut mixed, bad(1.9), 0);
-        assert!(m.score(&mixed, 0) < 0.85);
+        assert!(m.score(&mixed, 0) < 0.5, "a second crash");
+        // The same crash after a long healthy history weighs little.
+        let mut long_healthy = Estimate::default();
+        m.observe(&mut long_healthy, good(10.0), 0);
+        m.observe(&mut long_healthy, bad(2.0), 0);
+        assert_eq!(m.score(&long_healthy, 0), 1.0);
     }
 
     #[test]
@@ -216,22 +231,18 @@ mod tests {
         let m = model();
         let mut e = Estimate::default();
         m.observe(&mut e, bad(4.0), 0);
-        assert!((e.bad - 3.0).abs() < 1e-9, "capped");
+        assert!((e.bad - 2.5).abs() < 1e-9, "capped");
         let later = m.decayed(&e, MIN);
-        assert!((later.bad - 1.5).abs() < 1e-9);
+        assert!((later.bad - 1.25).abs() < 1e-9);
         assert_eq!(later.at_ms, MIN);
         let before = m.score(&e, 0);
+        let half = m.score(&e, MIN / 2);
         let after_one = m.score(&e, MIN);
-        let after_two = m.score(&e, 2 * MIN);
         assert!(
-            before < after_one && after_one < after_two,
-            "{before} {after_one} {after_two}"
+            before < half && half < after_one,
+            "{before} {half} {after_one}"
         );
-        assert!(
-            after_one > 0.85,
-            "within about one half-life it is nearly neutral: {after_one}"
-        );
-        assert_eq!(after_two, 1.0);
+        assert_eq!(after_one, 1.0, "neutral again within one half-life");
         // A clock that goes back does not grow the evidence.
         assert_eq!(m.decayed(&later, 0).bad, later.bad);
     }

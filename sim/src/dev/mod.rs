@@ -9,6 +9,7 @@
 
 mod processes;
 mod proxy;
+mod rewards;
 mod story;
 
 use std::net::SocketAddr;
@@ -33,7 +34,11 @@ use telemesh_sim::cluster::scheduler::{self, config::SchedulerConfiguration};
 use telemesh_sim::{Sim, SimConfig};
 
 use self::processes::{Processes, binary};
-use self::story::Story;
+use self::story::{Story, StoryKind};
+
+/// The reward half-life in the dev cluster: short, so the rewards story shows recovery within
+/// minutes (production default: 10m).
+const DEV_REWARD_HALF_LIFE: Duration = Duration::from_secs(60);
 
 const DEFAULT_SCENARIO: &str = include_str!("../../dev/scenario.yaml");
 const DEMO_DEPLOYMENT: &str = include_str!("../../dev/demo.yaml");
@@ -69,6 +74,9 @@ pub struct DevArgs {
     /// checklist is then only "cluster up" and "demo running", the rest is narrated as it comes.
     #[arg(long, env = "TELEMESH_DEV_SCENARIO")]
     scenario: Option<PathBuf>,
+    /// Which story to tell: `health` (TAS policies) or `rewards` (kubeRL's demo, measured).
+    #[arg(long, env = "TELEMESH_DEV_STORY", value_enum, default_value = "health")]
+    story: StoryKind,
     /// Where telemesh-agent and telemesh-coordinator are; default: beside telemesh-sim.
     #[arg(long, env = "TELEMESH_DEV_BIN_DIR")]
     bin_dir: Option<PathBuf>,
@@ -96,7 +104,7 @@ pub async fn run(args: DevArgs) -> anyhow::Result<bool> {
     let mut sim_slot = None;
     let mut tasks = Vec::new();
     let outcome = async {
-        let story = Story::new(args.run_for.is_none(), built_in, &nodes);
+        let story = Story::new(args.run_for.is_none(), args.story, built_in, &nodes);
         story.say(&format!(
             "starting a dev cluster of {} nodes in {}",
             nodes.len(),
@@ -141,26 +149,44 @@ pub async fn run(args: DevArgs) -> anyhow::Result<bool> {
             kubeconfig.display()
         ));
         let deadline = args.run_for.map(|d| tokio::time::Instant::now() + d);
+        let mut rewards_met = true;
         let play = async {
             story.wait_cluster_up(&plan.coordinator_apis(), &mut processes).await?;
-            apply_demo(&client).await?;
-            story.wait_demo_running(&client).await?;
-            let (happened, happened_rx) = broadcast::channel(64);
-            tokio::spawn(play_scenario(scenario, telemetry, faults, happened, stop.clone()));
-            story.follow(&client, happened_rx, decisions.subscribe(), &mut processes).await
+            match args.story {
+                StoryKind::Health => {
+                    apply_demo(&client).await?;
+                    story.wait_demo_running(&client).await?;
+                    let (happened, happened_rx) = broadcast::channel(64);
+                    tokio::spawn(play_scenario(scenario, telemetry, faults, happened, stop.clone()));
+                    story.follow(&client, happened_rx, decisions.subscribe(), &mut processes).await
+                }
+                StoryKind::Rewards => {
+                    let mut placed = decisions.subscribe();
+                    rewards_met = rewards::play(&story, &client, &faults, &mut placed, &mut processes, DEV_REWARD_HALF_LIFE).await?;
+                    story.say("the story is complete");
+                    if args.run_for.is_none() {
+                        story.say("still running: Ctrl-C stops every process this command started");
+                        std::future::pending::<()>().await;
+                    }
+                    Ok(true)
+                }
+            }
         };
         let complete = match deadline {
-            Some(at) => tokio::time::timeout_at(at, play).await.unwrap_or(Ok(false))?,
+            Some(at) => tokio::select! {
+                r = tokio::time::timeout_at(at, play) => r.unwrap_or(Ok(false))?,
+                () = interrupted() => false,
+            },
             None => {
                 tokio::select! {
                     r = play => { r?; }
-                    _ = tokio::signal::ctrl_c() => {}
+                    () = interrupted() => {}
                 }
                 true
             }
         };
         if args.run_for.is_some() {
-            story.report()
+            Ok(story.report()? && rewards_met)
         } else {
             story.say("interrupted: stopping every process this command started");
             Ok(complete)
@@ -179,6 +205,23 @@ pub async fn run(args: DevArgs) -> anyhow::Result<bool> {
     }
     drop(sim_slot);
     outcome
+}
+
+/// Ctrl-C or SIGTERM: either way the dev cluster stops its children before it exits (they run
+/// in their own process group, so nothing else stops them).
+async fn interrupted() {
+    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot watch SIGTERM; only Ctrl-C stops the dev cluster cleanly");
+            let _ = tokio::signal::ctrl_c().await;
+            return;
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
 }
 
 async fn play_scenario(
@@ -425,8 +468,14 @@ impl Plan {
             format!("--quic-ca={}", tls.ca.display()),
             format!("--quic-cert={}", tls.cert_chain.display()),
             format!("--quic-key={}", tls.key.display()),
-            // Quicker than production defaults so the story fits in a minute.
+            // Quicker than production defaults so the stories fit in minutes.
             "--policy-interval=1s".into(),
+            "--reward-interval=1s".into(),
+            format!("--reward-half-life={}s", DEV_REWARD_HALF_LIFE.as_secs()),
+            format!(
+                "--reward-state-file={}",
+                dir.join("nodes").join(node).join("rewards").display()
+            ),
             "--violation-grace=2s".into(),
             "--min-pod-age=5s".into(),
         ]
@@ -452,6 +501,7 @@ impl Plan {
             format!("--quic-ca={}", tls.ca.display()),
             format!("--quic-cert={}", tls.cert_chain.display()),
             format!("--quic-key={}", tls.key.display()),
+            format!("--reward-half-life={}s", DEV_REWARD_HALF_LIFE.as_secs()),
         ]
     }
 }

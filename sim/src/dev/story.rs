@@ -28,6 +28,16 @@ const DEMO_NS: &str = "health-metric-demo";
 const DEMO_SELECTOR: &str = "app=telemesh-demo";
 const POLL: Duration = Duration::from_millis(250);
 
+/// Which story the dev cluster tells.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum StoryKind {
+    /// TAS policies: telemetry breaks a node, its agent labels it and evicts, the extender
+    /// steers replacements elsewhere, the node recovers.
+    Health,
+    /// kubeRL's demo, measured: nodes that crash pods of type D are learnt and avoided for D.
+    Rewards,
+}
+
 /// The built-in story's steps, in order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Step {
@@ -68,7 +78,9 @@ pub struct Story {
     start: Instant,
     /// Interactive: keep following after the checklist is done.
     interactive: bool,
-    /// The built-in scenario runs, so its checklist applies.
+    /// The steps that must be observed.
+    checklist: Vec<Step>,
+    /// The built-in health story runs, so its later steps are watched for.
     built_in: bool,
     nodes: usize,
     seen: Mutex<BTreeMap<Step, Duration>>,
@@ -87,11 +99,18 @@ struct Observed {
 }
 
 impl Story {
-    pub fn new(interactive: bool, built_in: bool, nodes: &[String]) -> Self {
+    /// A story for `kind`; `built_in`: the built-in scenario of the health story runs.
+    pub fn new(interactive: bool, kind: StoryKind, built_in: bool, nodes: &[String]) -> Self {
+        let checklist = match (kind, built_in) {
+            (StoryKind::Health, true) => Step::ALL.to_vec(),
+            (StoryKind::Health, false) => vec![Step::ClusterUp, Step::DemoRunning],
+            (StoryKind::Rewards, _) => vec![Step::ClusterUp],
+        };
         Self {
             start: Instant::now(),
             interactive,
-            built_in,
+            checklist,
+            built_in: built_in && kind == StoryKind::Health,
             nodes: nodes.len(),
             seen: Mutex::new(BTreeMap::new()),
             state: Mutex::new(Observed::default()),
@@ -125,11 +144,7 @@ impl Story {
     }
 
     fn steps(&self) -> Vec<Step> {
-        if self.built_in {
-            Step::ALL.to_vec()
-        } else {
-            vec![Step::ClusterUp, Step::DemoRunning]
-        }
+        self.checklist.clone()
     }
 
     /// Prints the checklist; `Ok(true)` if every step was observed.
@@ -372,7 +387,8 @@ impl Story {
     }
 }
 
-fn check_processes(processes: &mut Processes) -> anyhow::Result<()> {
+/// Fails when a child process has exited (its log says why).
+pub fn check_processes(processes: &mut Processes) -> anyhow::Result<()> {
     if let Some((name, status)) = processes.exited() {
         bail!("{name} exited ({status}); its log is in the state directory's logs/");
     }

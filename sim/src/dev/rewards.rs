@@ -1,0 +1,258 @@
+//! The rewards story (`telemesh-sim dev --story rewards`): kubeRL's demo, measured. Pods of type
+//! D run on every node; sim-node-1's kubelet crashes them every 10 s and sim-node-2's every
+//! 60 s. New D pods are placed one by one through the scheduler and the coordinators' extender,
+//! and the share that lands on the failing nodes is printed: before any failure, while the
+//! agents learn, once they have learnt (target: at most 2 %), for another type E (which should
+//! still use those nodes), and one half-life after the faults stop (the nodes win D pods back).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use k8s_openapi::api::core::v1::{Namespace, Pod};
+use kube::Client;
+use kube::api::{Api, DeleteParams, PostParams};
+use serde_json::json;
+use tokio::sync::{broadcast, watch};
+
+use telemesh_sim::cluster::kubelet::{Fault, FaultRule};
+use telemesh_sim::cluster::scheduler::Decision;
+
+use super::processes::Processes;
+use super::story::Story;
+
+const NS: &str = "rl-demo";
+/// The nodes the demo makes fail, and how often.
+const FAILING: [(&str, u64); 2] = [("sim-node-1", 10), ("sim-node-2", 60)];
+
+/// Placement shares measured in one phase.
+#[derive(Debug, Clone, Default)]
+struct Share {
+    on_failing: usize,
+    total: usize,
+    per_node: BTreeMap<String, usize>,
+}
+
+impl Share {
+    fn add(&mut self, other: &Share) {
+        self.on_failing += other.on_failing;
+        self.total += other.total;
+        for (n, c) in &other.per_node {
+            *self.per_node.entry(n.clone()).or_default() += c;
+        }
+    }
+
+    /// `sim-node-0 x12, sim-node-3 x13`.
+    fn placement(&self) -> String {
+        let parts: Vec<String> = self
+            .per_node
+            .iter()
+            .map(|(n, c)| format!("{n} x{c}"))
+            .collect();
+        parts.join(", ")
+    }
+
+    fn percent(&self) -> f64 {
+        if self.total == 0 {
+            0.0
+        } else {
+            100.0 * self.on_failing as f64 / self.total as f64
+        }
+    }
+}
+
+/// Plays the story; `Ok(true)` when every target was met.
+pub async fn play(
+    story: &Story,
+    client: &Client,
+    faults: &watch::Sender<Vec<FaultRule>>,
+    decisions: &mut broadcast::Receiver<Decision>,
+    processes: &mut Processes,
+    half_life: Duration,
+) -> anyhow::Result<bool> {
+    let nodes: Vec<String> = (0..).map(|i| format!("sim-node-{i}")).take(4).collect();
+    create_namespace(client).await?;
+    for node in &nodes {
+        create_pod(client, &format!("probe-{node}"), "D", Some(node)).await?;
+    }
+    story.say("type D runs on every node (probe pods); new pods of D and E opt in to the extender");
+    let before = measure(story, client, decisions, "before", "D", 20).await?;
+    story.say(&format!(
+        "before any failure: {:.0} % of {} new D pods landed on sim-node-1/sim-node-2 ({})",
+        before.percent(),
+        before.total,
+        before.placement()
+    ));
+    let rules = FAILING
+        .iter()
+        .map(|(node, every)| FaultRule {
+            node: (*node).to_owned(),
+            selector: BTreeMap::from([("podtype".to_owned(), "D".to_owned())]),
+            fault: Fault::Crash,
+            every: Duration::from_secs(*every),
+        })
+        .collect();
+    faults.send_replace(rules);
+    story.say("faults on: sim-node-1 crashes D pods every 10 s, sim-node-2 every 60 s");
+    wait_first_failure(client, processes).await?;
+    story.say("first failure observed (probe-sim-node-1 restarted)");
+    let learning_until = tokio::time::Instant::now() + Duration::from_secs(60);
+    let mut learning = Share::default();
+    let mut round = 0;
+    while tokio::time::Instant::now() < learning_until {
+        let s = measure(
+            story,
+            client,
+            decisions,
+            &format!("learning-{round}"),
+            "D",
+            2,
+        )
+        .await?;
+        learning.add(&s);
+        round += 1;
+        tokio::time::sleep(Duration::from_secs(3)).await;
+    }
+    story.say(&format!(
+        "within 60 s of the first failure: {:.0} % of {} new D pods landed on the failing nodes ({})",
+        learning.percent(),
+        learning.total,
+        learning.placement()
+    ));
+    let learnt = measure(story, client, decisions, "learnt", "D", 50).await?;
+    story.say(&format!(
+        "learnt: {:.1} % of {} new D pods landed on the failing nodes, target at most 2 % ({})",
+        learnt.percent(),
+        learnt.total,
+        learnt.placement()
+    ));
+    let other = measure(story, client, decisions, "other", "E", 20).await?;
+    story.say(&format!(
+        "another type, E: {:.0} % of {} new E pods use the failing nodes, which do not fail E ({})",
+        other.percent(),
+        other.total,
+        other.placement()
+    ));
+    faults.send_replace(Vec::new());
+    story.say(&format!(
+        "faults off; waiting one reward half-life ({half_life:?})"
+    ));
+    tokio::time::sleep(half_life).await;
+    let recovered = measure(story, client, decisions, "recovered", "D", 20).await?;
+    story.say(&format!(
+        "one half-life after the faults stopped: {:.0} % of {} new D pods land on sim-node-1/sim-node-2 again ({})",
+        recovered.percent(),
+        recovered.total,
+        recovered.placement()
+    ));
+    let met = learnt.percent() <= 2.0 && other.on_failing > 0 && recovered.on_failing > 0;
+    println!(
+        "rewards: before {:.1} %  learning {:.1} %  learnt {:.1} %  other-type {:.1} %  recovered {:.1} %  targets {}",
+        before.percent(),
+        learning.percent(),
+        learnt.percent(),
+        other.percent(),
+        recovered.percent(),
+        if met { "met" } else { "MISSED" }
+    );
+    Ok(met)
+}
+
+async fn create_namespace(client: &Client) -> anyhow::Result<()> {
+    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": NS}}))?;
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &ns)
+        .await
+        .context("creating namespace rl-demo")?;
+    Ok(())
+}
+
+/// A pod of `podtype`, opted in to the extender like TAS pods; pinned to `node` if given.
+async fn create_pod(
+    client: &Client,
+    name: &str,
+    podtype: &str,
+    node: Option<&str>,
+) -> anyhow::Result<()> {
+    let mut spec = json!({
+        "containers": [{"name": "work", "image": "registry.k8s.io/pause:3.10",
+            "resources": {"requests": {"cpu": "100m", "memory": "64Mi"},
+                          "limits": {"telemetry/scheduling": "1"}}}]
+    });
+    if let Some(node) = node {
+        spec["nodeName"] = json!(node);
+    }
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": name, "labels": {"podtype": podtype, "rl-demo": "measure"}},
+        "spec": spec,
+    }))?;
+    Api::<Pod>::namespaced(client.clone(), NS)
+        .create(&PostParams::default(), &pod)
+        .await
+        .with_context(|| format!("creating pod {name}"))?;
+    Ok(())
+}
+
+/// Creates `count` pods of `podtype` one at a time, each placed before the next is created;
+/// returns how many landed on the failing nodes, then deletes them.
+async fn measure(
+    story: &Story,
+    client: &Client,
+    decisions: &mut broadcast::Receiver<Decision>,
+    phase: &str,
+    podtype: &str,
+    count: usize,
+) -> anyhow::Result<Share> {
+    let mut share = Share::default();
+    let api = Api::<Pod>::namespaced(client.clone(), NS);
+    let mut names = Vec::new();
+    for i in 0..count {
+        let name = format!("{}-{phase}-{i}", podtype.to_lowercase());
+        create_pod(client, &name, podtype, None).await?;
+        let key = format!("{NS}/{name}");
+        let node = tokio::time::timeout(Duration::from_secs(30), async {
+            loop {
+                match decisions.recv().await {
+                    Ok(Decision::Placed { pod, node, .. }) if pod == key => return Some(node),
+                    Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {}
+                    Err(broadcast::error::RecvError::Closed) => return None,
+                }
+            }
+        })
+        .await
+        .ok()
+        .flatten()
+        .with_context(|| format!("{key} was not placed within 30 s"))?;
+        share.total += 1;
+        *share.per_node.entry(node.clone()).or_default() += 1;
+        if FAILING.iter().any(|(n, _)| *n == node) {
+            share.on_failing += 1;
+        }
+        names.push(name);
+    }
+    for name in names {
+        if let Err(e) = api.delete(&name, &DeleteParams::default()).await {
+            story.say(&format!("could not delete {name}: {e}"));
+        }
+    }
+    Ok(share)
+}
+
+async fn wait_first_failure(client: &Client, processes: &mut Processes) -> anyhow::Result<()> {
+    let api = Api::<Pod>::namespaced(client.clone(), NS);
+    loop {
+        super::story::check_processes(processes)?;
+        let probe = api.get("probe-sim-node-1").await?;
+        let restarts: i32 = probe
+            .status
+            .and_then(|s| s.container_statuses)
+            .unwrap_or_default()
+            .iter()
+            .map(|c| c.restart_count)
+            .sum();
+        if restarts > 0 {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
