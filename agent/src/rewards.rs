@@ -375,6 +375,8 @@ mod tests {
             interval: Duration::from_secs(5),
             model: RewardModel {
                 half_life: Duration::from_secs(60),
+                // Uncapped here: the tests check what observations add up to.
+                max_evidence: 100.0,
                 ..RewardModel::default()
             },
             signals: SignalSettings {

@@ -292,6 +292,16 @@ impl Snapshot {
         self.nodes.get(name).map(|e| &**e)
     }
 
+    /// Each candidate's entry, in order (`None`: not in the view).
+    pub fn entries_of(
+        &self,
+        candidates: &crate::extender::parse::Candidates<'_>,
+    ) -> Vec<Option<&NodeEntry>> {
+        (0..candidates.len())
+            .map(|i| self.node(candidates.name(i)))
+            .collect()
+    }
+
     /// Every node, in no particular order.
     pub fn nodes(&self) -> impl Iterator<Item = &NodeEntry> {
         self.nodes.values().map(|e| &**e)

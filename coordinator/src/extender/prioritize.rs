@@ -19,9 +19,7 @@ pub fn prioritize(
     settings: &Settings,
     now_ms: u64,
 ) -> Vec<u8> {
-    let entries: Vec<Option<&NodeEntry>> = (0..candidates.len())
-        .map(|i| view.node(candidates.name(i)))
-        .collect();
+    let entries = view.entries_of(candidates);
     prioritize_entries(&entries, rule, settings, now_ms)
 }
 

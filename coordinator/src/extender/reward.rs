@@ -71,9 +71,7 @@ pub fn scores(
     if !view.has_reward_type(pod_type) {
         return None;
     }
-    let entries: Vec<Option<&NodeEntry>> = (0..candidates.len())
-        .map(|i| view.node(candidates.name(i)))
-        .collect();
+    let entries = view.entries_of(candidates);
     scores_of(&entries, pod_type, model, now_ms)
 }
 
