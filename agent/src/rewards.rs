@@ -19,7 +19,7 @@ use kube::runtime::reflector::Store;
 use parking_lot::RwLock;
 use tokio_util::sync::CancellationToken;
 
-use telemesh_core::gossip::schema::StateKey;
+use telemesh_core::gossip::schema::{StateKey, unix_ms};
 use telemesh_core::pod::PodFigures;
 use telemesh_core::reward::{
     Estimate, Observation, REWARD_ANNOTATION, RewardModel, SignalSettings, pod_type,
@@ -238,11 +238,6 @@ pub struct Inputs {
     pub metrics: AgentMetrics,
     /// Settings.
     pub config: RewardConfig,
-}
-
-fn unix_ms(t: SystemTime) -> u64 {
-    t.duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 /// Runs the reward loop until `stop`.

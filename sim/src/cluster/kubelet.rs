@@ -159,7 +159,7 @@ impl Kubelet {
                         written: None,
                     }
                 });
-                if t.written.is_none() && is_finished(&pod) {
+                if t.written.is_none() && super::pod_state::is_terminal(&pod) {
                     // Finished before this kubelet saw it (a restart of the dev cluster): leave it.
                     continue;
                 }
@@ -248,13 +248,6 @@ impl Kubelet {
             }
         }
     }
-}
-
-fn is_finished(pod: &Pod) -> bool {
-    matches!(
-        pod.status.as_ref().and_then(|s| s.phase.as_deref()),
-        Some("Succeeded" | "Failed")
-    )
 }
 
 fn restart_policy(pod: &Pod) -> &str {

@@ -6,6 +6,7 @@ pub mod controllers;
 pub mod fit;
 pub mod http;
 pub mod kubelet;
+pub mod pod_state;
 pub mod scenario;
 pub mod scheduler;
 

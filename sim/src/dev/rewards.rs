@@ -52,6 +52,16 @@ impl Share {
         parts.join(", ")
     }
 
+    /// `<when>: 0.0 % of 50 new D pods landed on the failing nodes ... (sim-node-0 x25, ...)`.
+    fn describe(&self, when: &str, podtype: &str) -> String {
+        format!(
+            "{when}: {:.1} % of {} new {podtype} pods landed on the failing nodes sim-node-1/sim-node-2 ({})",
+            self.percent(),
+            self.total,
+            self.placement()
+        )
+    }
+
     fn percent(&self) -> f64 {
         if self.total == 0 {
             0.0
@@ -77,12 +87,7 @@ pub async fn play(
     }
     story.say("type D runs on every node (probe pods); new pods of D and E opt in to the extender");
     let before = measure(story, client, decisions, "before", "D", 20).await?;
-    story.say(&format!(
-        "before any failure: {:.0} % of {} new D pods landed on sim-node-1/sim-node-2 ({})",
-        before.percent(),
-        before.total,
-        before.placement()
-    ));
+    story.say(&before.describe("before any failure", "D"));
     let rules = FAILING
         .iter()
         .map(|(node, every)| FaultRule {
@@ -113,38 +118,18 @@ pub async fn play(
         round += 1;
         tokio::time::sleep(Duration::from_secs(3)).await;
     }
-    story.say(&format!(
-        "within 60 s of the first failure: {:.0} % of {} new D pods landed on the failing nodes ({})",
-        learning.percent(),
-        learning.total,
-        learning.placement()
-    ));
+    story.say(&learning.describe("within 60 s of the first failure", "D"));
     let learnt = measure(story, client, decisions, "learnt", "D", 50).await?;
-    story.say(&format!(
-        "learnt: {:.1} % of {} new D pods landed on the failing nodes, target at most 2 % ({})",
-        learnt.percent(),
-        learnt.total,
-        learnt.placement()
-    ));
+    story.say(&learnt.describe("learnt (target at most 2 %)", "D"));
     let other = measure(story, client, decisions, "other", "E", 20).await?;
-    story.say(&format!(
-        "another type, E: {:.0} % of {} new E pods use the failing nodes, which do not fail E ({})",
-        other.percent(),
-        other.total,
-        other.placement()
-    ));
+    story.say(&other.describe("another type, which the failing nodes do not fail", "E"));
     faults.send_replace(Vec::new());
     story.say(&format!(
         "faults off; waiting one reward half-life ({half_life:?})"
     ));
     tokio::time::sleep(half_life).await;
     let recovered = measure(story, client, decisions, "recovered", "D", 20).await?;
-    story.say(&format!(
-        "one half-life after the faults stopped: {:.0} % of {} new D pods land on sim-node-1/sim-node-2 again ({})",
-        recovered.percent(),
-        recovered.total,
-        recovered.placement()
-    ));
+    story.say(&recovered.describe("one half-life after the faults stopped", "D"));
     let met = learnt.percent() <= 2.0 && other.on_failing > 0 && recovered.on_failing > 0;
     println!(
         "rewards: before {:.1} %  learning {:.1} %  learnt {:.1} %  other-type {:.1} %  recovered {:.1} %  targets {}",

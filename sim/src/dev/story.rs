@@ -15,6 +15,7 @@ use kube::{Client, ResourceExt as _};
 use tokio::sync::broadcast;
 use tokio::time::Instant;
 
+use telemesh_sim::cluster::pod_state::is_running_and_ready;
 use telemesh_sim::cluster::scenario::Happened;
 use telemesh_sim::cluster::scheduler::Decision;
 
@@ -204,7 +205,7 @@ impl Story {
         self.say("applied: TASPolicy CRD, deploy/examples/scheduling-policy.yaml and multirules-policy.yaml (unchanged TAS files), Deployment health-metric-demo/demo (8 pods linked to scheduling-policy)");
         loop {
             let pods = demo_pods(client).await?;
-            if pods.len() >= 8 && pods.iter().all(running_and_ready) {
+            if pods.len() >= 8 && pods.iter().all(is_running_and_ready) {
                 let mut per_node: BTreeMap<String, usize> = BTreeMap::new();
                 for p in &pods {
                     *per_node.entry(node_of(p)).or_default() += 1;
@@ -375,7 +376,7 @@ impl Story {
             self.mark(Step::Evicted);
         }
         let placed_elsewhere = pods.len() >= 8
-            && pods.iter().all(running_and_ready)
+            && pods.iter().all(is_running_and_ready)
             && pods.iter().all(|p| node_of(p) != BAD_NODE);
         if self.has(Step::Evicted) && placed_elsewhere && filtered {
             self.mark(Step::Rescheduled);
@@ -407,12 +408,4 @@ fn node_of(pod: &Pod) -> String {
         .as_ref()
         .and_then(|s| s.node_name.clone())
         .unwrap_or_default()
-}
-
-fn running_and_ready(pod: &Pod) -> bool {
-    let status = pod.status.as_ref();
-    status.and_then(|s| s.phase.as_deref()) == Some("Running")
-        && status
-            .and_then(|s| s.conditions.as_ref())
-            .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }

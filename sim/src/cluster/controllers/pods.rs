@@ -12,19 +12,7 @@ use kube::{Api, ResourceExt as _};
 
 use super::owners::is_not_found;
 use super::{Error, Result};
-
-/// Returns the pod's phase (`Pending` when the server has not written one).
-pub fn phase(pod: &Pod) -> &str {
-    pod.status
-        .as_ref()
-        .and_then(|s| s.phase.as_deref())
-        .unwrap_or("Pending")
-}
-
-/// Returns whether the pod has finished: `Succeeded` or `Failed`.
-pub fn is_terminal(pod: &Pod) -> bool {
-    matches!(phase(pod), "Succeeded" | "Failed")
-}
+pub use crate::cluster::pod_state::{is_ready, is_terminal, phase};
 
 /// Returns whether the pod counts toward a workload's replicas: not finished, not being deleted.
 pub fn is_active(pod: &Pod) -> bool {
@@ -40,11 +28,6 @@ fn ready_condition(pod: &Pod) -> Option<Option<jiff::Timestamp>> {
         .iter()
         .find(|c| c.type_ == "Ready" && c.status == "True")
         .map(|c| c.last_transition_time.as_ref().map(|t| t.0))
-}
-
-/// Returns whether the pod's `Ready` condition is `True`.
-pub fn is_ready(pod: &Pod) -> bool {
-    ready_condition(pod).is_some()
 }
 
 /// Returns whether the pod has been ready for `min_ready_seconds` at `now`. A ready pod with no

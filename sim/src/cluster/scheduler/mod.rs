@@ -30,6 +30,7 @@ use telemesh_core::extender::{ExtenderArgs, ExtenderBindingArgs, MAX_EXTENDER_PR
 use self::config::SchedulerConfiguration;
 use self::extender::ExtenderClient;
 use super::fit::{self, NodeInfo};
+use super::pod_state::is_terminal;
 
 /// kube-scheduler's `MaxNodeScore`; extender scores are scaled to it.
 const MAX_NODE_SCORE: i64 = 100;
@@ -161,13 +162,6 @@ struct Scheduler {
     decisions: broadcast::Sender<Decision>,
 }
 
-fn is_finished(pod: &Pod) -> bool {
-    matches!(
-        pod.status.as_ref().and_then(|s| s.phase.as_deref()),
-        Some("Succeeded" | "Failed")
-    )
-}
-
 fn node_name(pod: &Pod) -> Option<&str> {
     pod.spec
         .as_ref()
@@ -201,7 +195,7 @@ impl Scheduler {
                 let name = n.name_any();
                 let on_node = pods
                     .iter()
-                    .filter(|p| node_name(p) == Some(name.as_str()) && !is_finished(p))
+                    .filter(|p| node_name(p) == Some(name.as_str()) && !is_terminal(p))
                     .map(AsRef::as_ref);
                 let info = NodeInfo::new(n, on_node);
                 (name, info)
@@ -217,7 +211,7 @@ impl Scheduler {
             .filter(|p| {
                 node_name(p).is_none()
                     && p.metadata.deletion_timestamp.is_none()
-                    && !is_finished(p)
+                    && !is_terminal(p)
                     && self.is_ours(p)
                     && p.uid().is_some_and(|uid| !self.assumed.contains_key(&uid))
             })
