@@ -1,14 +1,29 @@
 //! The agent's footprint in steady state: the real `telemesh-agent` binary at a 1 s collection
 //! and gossip interval, with PODS pods on its node (their cgroup v2 directories generated from
-//! the fixture), and MEMBERS other sealed gossip members in view (run in this process, each
-//! publishing 30 metrics). Prints the agent process's RSS and CPU use over a measured window.
+//! the fixture), and MEMBERS other gossip members in view (run in this process, each publishing
+//! 30 metrics). Prints the agent process's RSS and CPU use over a measured window, and its gossip
+//! traffic from its own `/metrics`.
 //!
-//! Run: `cargo bench -p telemesh-agent --bench footprint` (MEMBERS=100 PODS=100 WINDOW=30 by
-//! default).
+//! PEERS chooses the other members:
+//! - `sealed` (default up to 100 members): `GossipMember::start`, the agent's own sealed relay
+//!   path. Each member's relay opens a loopback socket per peer it talks to, so a thousand of
+//!   them in one process would hold hundreds of thousands of sockets.
+//! - `plain` (default above 100): the same members on chitchat's `UdpTransport`, one socket
+//!   each, each on its own loopback address (127.77.x.y); the agent then runs with
+//!   `--insecure-gossip`. Its relay path is the same minus ChaCha20-Poly1305, which costs about
+//!   a microsecond per datagram: the figures stand for a sealed agent.
+//!
+//! PEER_INTERVAL_MS sets the other members' gossip interval (default 1000, as the agent's):
+//! the whole swarm shares this machine's cores, and on 2 cores 1,000 members at 1 s rounds may
+//! fall behind; the bench prints the swarm's CPU so that shows.
+//!
+//! Run: `cargo bench -p telemesh-agent --bench footprint` (MEMBERS=100 PODS=100 WINDOW=30
+//! WARMUP=20 by default).
 
 use std::path::Path;
 use std::time::{Duration, Instant, SystemTime};
 
+use chitchat::transport::UdpTransport;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, PostParams};
 use telemesh_core::gossip::{GossipConfig, GossipMember, Keyring, Security};
@@ -72,7 +87,14 @@ async fn run() {
         .expect("pod cgroup");
     }
 
-    // Other members in view, sealed like the agent.
+    // Other members in view.
+    let plain = match std::env::var("PEERS").as_deref() {
+        Ok("plain") => true,
+        Ok("sealed") => false,
+        Ok(other) => panic!("PEERS={other}: use sealed or plain"),
+        Err(_) => members > 100,
+    };
+    let peer_interval = Duration::from_millis(env_usize("PEER_INTERVAL_MS", 1000) as u64);
     let keyring = Keyring::parse(&format!("{KEY}\n"), "bench").expect("keyring");
     let mut peers = Vec::new();
     let mut seed = String::new();
@@ -83,17 +105,33 @@ async fn run() {
         })
         .collect();
     for i in 0..members {
-        let mut cfg = GossipConfig::new(
-            format!("peer-{i}"),
-            "telemesh",
-            "127.0.0.1:0".parse().expect("addr"),
-            Security::Sealed(keyring.clone()),
-        );
-        cfg.gossip_interval = Duration::from_secs(1);
+        let mut cfg = if plain {
+            // Own loopback address per member: no free-port race, no port exhaustion.
+            let addr = format!("127.77.{}.{}:17946", i / 200, i % 200 + 1);
+            GossipConfig::new(
+                format!("peer-{i}"),
+                "telemesh",
+                addr.parse().expect("addr"),
+                Security::Insecure,
+            )
+        } else {
+            GossipConfig::new(
+                format!("peer-{i}"),
+                "telemesh",
+                "127.0.0.1:0".parse().expect("addr"),
+                Security::Sealed(keyring.clone()),
+            )
+        };
+        cfg.gossip_interval = peer_interval;
         if !seed.is_empty() {
             cfg.seeds = vec![seed.clone()];
         }
-        let m = GossipMember::start(cfg).await.expect("peer");
+        let m = if plain {
+            GossipMember::start_on(cfg, &UdpTransport).await
+        } else {
+            GossipMember::start(cfg).await
+        }
+        .expect("peer");
         m.publish_metrics(&samples, SystemTime::now())
             .await
             .expect("publish");
@@ -103,6 +141,10 @@ async fn run() {
         peers.push(m);
     }
 
+    let http_port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("free port")
+        .port();
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_telemesh-agent"))
         .args([
             "--node-name",
@@ -110,14 +152,18 @@ async fn run() {
             "--gossip-listen",
             "127.0.0.1:0",
             "--http-listen",
-            "127.0.0.1:0",
+            &format!("127.0.0.1:{http_port}"),
             "--collect-interval",
             "1s",
             "--gossip-interval",
             "1s",
         ])
         .arg(format!("--host-root={}", root.display()))
-        .arg(format!("--gossip-key-file={}", keys.display()))
+        .args(if plain {
+            vec!["--insecure-gossip".to_owned()]
+        } else {
+            vec![format!("--gossip-key-file={}", keys.display())]
+        })
         .arg(format!("--kubeconfig={}", kubeconfig.display()))
         .arg(format!("--gossip-seeds={seed}"))
         .env("RUST_LOG", "warn")
@@ -130,8 +176,11 @@ async fn run() {
     if let Ok(Some(status)) = child.try_wait() {
         panic!("telemesh-agent exited during warm-up: {status}");
     }
-    let in_view = peers[0].members().await.len();
+    let metrics_url = format!("http://127.0.0.1:{http_port}/metrics");
+    let traffic0 = gossip_traffic(&metrics_url).await;
+    let in_view = traffic0.alive;
     let cpu0 = process_cpu_seconds(pid);
+    let swarm_cpu0 = process_cpu_seconds(std::process::id());
     let t0 = Instant::now();
     let mut peak: f64 = 0.0;
     while t0.elapsed() < window {
@@ -139,11 +188,16 @@ async fn run() {
         peak = peak.max(process_rss_mib(pid));
     }
     let cpu = process_cpu_seconds(pid) - cpu0;
+    let swarm_cpu = process_cpu_seconds(std::process::id()) - swarm_cpu0;
+    let traffic = gossip_traffic(&metrics_url).await;
     if let Ok(Some(status)) = child.try_wait() {
         panic!("telemesh-agent exited during the measurement: {status}");
     }
     println!(
-        "agent footprint: {pods_n} pods on its node, {members} other sealed members ({in_view} members in view), 1 s intervals"
+        "agent footprint: {pods_n} pods on its node, {members} other {} members at {} ms rounds ({in_view} alive in the agent's view at the start, {} at the end), agent at 1 s intervals",
+        if plain { "plain-UDP" } else { "sealed" },
+        peer_interval.as_millis(),
+        traffic.alive,
     );
     println!(
         "  RSS now {:.1} MiB, peak over {}s {:.1} MiB",
@@ -157,9 +211,50 @@ async fn run() {
         cpu,
         t0.elapsed().as_secs_f64()
     );
+    let secs = t0.elapsed().as_secs_f64();
+    println!(
+        "  gossip {:.1} KB/s out, {:.1} KB/s in ({:.1} / {:.1} datagrams/s)",
+        (traffic.bytes_out - traffic0.bytes_out) / secs / 1000.0,
+        (traffic.bytes_in - traffic0.bytes_in) / secs / 1000.0,
+        (traffic.datagrams_out - traffic0.datagrams_out) / secs,
+        (traffic.datagrams_in - traffic0.datagrams_in) / secs,
+    );
+    println!(
+        "  (the {members} other members used {:.0} % of one core in this process)",
+        swarm_cpu / secs * 100.0
+    );
     let _ = child.kill();
     let _ = child.wait();
     for p in peers {
         let _ = p.shutdown().await;
+    }
+}
+
+/// What the agent's `/metrics` says of its gossip.
+#[derive(Default)]
+struct GossipTraffic {
+    alive: usize,
+    bytes_in: f64,
+    bytes_out: f64,
+    datagrams_in: f64,
+    datagrams_out: f64,
+}
+
+async fn gossip_traffic(url: &str) -> GossipTraffic {
+    let text = telemesh_sim::cluster::http::request(http::Method::GET, url, None)
+        .await
+        .map(|body| String::from_utf8_lossy(&body).into_owned())
+        .expect("the agent's /metrics");
+    let value = |series: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(series)?.trim().parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    GossipTraffic {
+        alive: value("telemesh_agent_gossip_peers{state=\"Alive\"}") as usize,
+        bytes_in: value("telemesh_agent_gossip_bytes_total{direction=\"In\"}"),
+        bytes_out: value("telemesh_agent_gossip_bytes_total{direction=\"Out\"}"),
+        datagrams_in: value("telemesh_agent_gossip_datagrams_total{direction=\"In\"}"),
+        datagrams_out: value("telemesh_agent_gossip_datagrams_total{direction=\"Out\"}"),
     }
 }

@@ -40,6 +40,22 @@ pub struct DropLabels {
     pub reason: String,
 }
 
+/// Direction of gossip traffic, as a label.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelValue)]
+pub enum Direction {
+    /// Received on the public gossip socket.
+    In,
+    /// Sent from the public gossip socket.
+    Out,
+}
+
+/// Labels of the gossip traffic counters.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DirectionLabels {
+    /// In or out.
+    pub direction: Direction,
+}
+
 /// Labels of the label-write counter.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct LabelWriteLabels {
@@ -72,6 +88,10 @@ pub struct AgentMetrics {
     pub gossip_peers: Family<PeerLabels, Gauge>,
     /// Gossip datagrams dropped, by reason.
     pub gossip_dropped: Family<DropLabels, Counter>,
+    /// Gossip bytes on the wire (sealed), by direction.
+    pub gossip_bytes: Family<DirectionLabels, Counter>,
+    /// Gossip datagrams, by direction.
+    pub gossip_datagrams: Family<DirectionLabels, Counter>,
     /// Metric values published to gossip.
     pub published: Counter,
     /// Node labels written by policies, by action.
@@ -93,6 +113,8 @@ impl AgentMetrics {
         let collection_seconds = Histogram::new(exponential_buckets(0.000_05, 2.0, 14));
         let gossip_peers = Family::default();
         let gossip_dropped = Family::default();
+        let gossip_bytes = Family::default();
+        let gossip_datagrams = Family::default();
         let published = Counter::default();
         registry.register(
             "node_metric",
@@ -113,6 +135,16 @@ impl AgentMetrics {
             "gossip_dropped_packets",
             "Gossip datagrams dropped, by reason",
             gossip_dropped.clone(),
+        );
+        registry.register(
+            "gossip_bytes",
+            "Gossip bytes on the wire (sealed), by direction",
+            gossip_bytes.clone(),
+        );
+        registry.register(
+            "gossip_datagrams",
+            "Gossip datagrams on the public socket, by direction",
+            gossip_datagrams.clone(),
         );
         registry.register(
             "published_values",
@@ -154,6 +186,8 @@ impl AgentMetrics {
             collection_seconds,
             gossip_peers,
             gossip_dropped,
+            gossip_bytes,
+            gossip_datagrams,
             published,
             labels_written,
             evictions,

@@ -23,7 +23,10 @@ use crate::collect::prom::{ImportRule, parse_exposition};
 use crate::collect::{Collector, CollectorConfig, PodRef};
 use crate::config::{Config, GossipSecurity};
 use crate::http::HttpState;
-use crate::metrics::{AgentMetrics, DropLabels, Liveness as PeerLiveness, MetricLabel, PeerLabels};
+use crate::metrics::{
+    AgentMetrics, Direction, DirectionLabels, DropLabels, Liveness as PeerLiveness, MetricLabel,
+    PeerLabels,
+};
 use crate::publish::Publisher;
 
 /// A running agent.
@@ -399,11 +402,15 @@ pub async fn start(config: Config, stop: CancellationToken) -> anyhow::Result<Ag
             metrics.gossip_peers.get_or_create(&PeerLabels { state: PeerLiveness::Dead }).set(dead);
             let stats = counters.snapshot();
             for (reason, count) in DropReason::ALL.iter().zip(stats.dropped) {
-                let c = metrics.gossip_dropped.get_or_create(&DropLabels { reason: reason.as_str().into() });
-                let seen = c.get();
-                if count > seen {
-                    c.inc_by(count - seen);
-                }
+                catch_up(&metrics.gossip_dropped.get_or_create(&DropLabels { reason: reason.as_str().into() }), count);
+            }
+            for (direction, bytes, datagrams) in [
+                (Direction::In, stats.bytes_in, stats.datagrams_in),
+                (Direction::Out, stats.bytes_out, stats.datagrams_out),
+            ] {
+                let labels = DirectionLabels { direction };
+                catch_up(&metrics.gossip_bytes.get_or_create(&labels), bytes);
+                catch_up(&metrics.gossip_datagrams.get_or_create(&labels), datagrams);
             }
             // Ready once a collection went out and the pod watch has synced.
             if !ready && pods_synced.load(Ordering::Relaxed) {
@@ -430,4 +437,12 @@ pub async fn start(config: Config, stop: CancellationToken) -> anyhow::Result<Ag
         gossip,
         grace: config.shutdown_grace,
     })
+}
+
+/// Brings a Prometheus counter up to a total counted elsewhere (the transport's atomics).
+fn catch_up(counter: &prometheus_client::metrics::counter::Counter, total: u64) {
+    let seen = counter.get();
+    if total > seen {
+        counter.inc_by(total - seen);
+    }
 }

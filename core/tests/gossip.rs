@@ -193,12 +193,18 @@ async fn stopped_members_are_reported_dead() {
         Some(())
     })
     .await;
+    // Events follow the failure detector within a round.
     let mut departed = std::collections::BTreeSet::new();
-    while let Ok(event) = events.try_recv() {
-        if let MembershipEvent::Departed { id, left } = event {
-            departed.insert((id.node_name.to_string(), left));
+    let collect = async {
+        while departed.len() < 2 {
+            if let MembershipEvent::Departed { id, left } = events.recv().await.unwrap() {
+                departed.insert((id.node_name.to_string(), left));
+            }
         }
-    }
+    };
+    tokio::time::timeout(WITHIN, collect)
+        .await
+        .expect("departure events for node-3 and node-4");
     let expected = [("node-3".to_owned(), false), ("node-4".to_owned(), true)];
     assert_eq!(departed, expected.into_iter().collect());
     // The survivors still hear each other.
