@@ -28,7 +28,9 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, PostParams};
 use telemesh_core::gossip::{GossipConfig, GossipMember, Keyring, Security};
 use telemesh_core::metric::{MetricName, Sample};
-use telemesh_core::testing::{copy_tree, process_cpu_seconds, process_rss_mib};
+use telemesh_core::testing::{
+    copy_tree, process_cpu_seconds, process_rss_mib, process_rss_split_mib,
+};
 
 const KEY: &str = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=";
 
@@ -194,13 +196,15 @@ async fn run() {
         panic!("telemesh-agent exited during the measurement: {status}");
     }
     println!(
-        "agent footprint: {pods_n} pods on its node, {members} other {} members at {} ms rounds ({in_view} alive in the agent's view at the start, {} at the end), agent at 1 s intervals",
+        "agent footprint: {pods_n} pods on its node, {members} other {} members at {} ms rounds ({in_view} alive in the agent's view at the start; {} alive and {} dead, all held in its state, at the end), agent at 1 s intervals",
         if plain { "plain-UDP" } else { "sealed" },
         peer_interval.as_millis(),
         traffic.alive,
+        traffic.dead,
     );
+    let (anon, file) = process_rss_split_mib(pid);
     println!(
-        "  RSS now {:.1} MiB, peak over {}s {:.1} MiB",
+        "  RSS now {:.1} MiB ({anon:.1} anonymous, {file:.1} file-backed), peak over {}s {:.1} MiB",
         process_rss_mib(pid),
         window.as_secs(),
         peak
@@ -234,6 +238,7 @@ async fn run() {
 #[derive(Default)]
 struct GossipTraffic {
     alive: usize,
+    dead: usize,
     bytes_in: f64,
     bytes_out: f64,
     datagrams_in: f64,
@@ -252,6 +257,7 @@ async fn gossip_traffic(url: &str) -> GossipTraffic {
     };
     GossipTraffic {
         alive: value("telemesh_agent_gossip_peers{state=\"Alive\"}") as usize,
+        dead: value("telemesh_agent_gossip_peers{state=\"Dead\"}") as usize,
         bytes_in: value("telemesh_agent_gossip_bytes_total{direction=\"In\"}"),
         bytes_out: value("telemesh_agent_gossip_bytes_total{direction=\"Out\"}"),
         datagrams_in: value("telemesh_agent_gossip_datagrams_total{direction=\"In\"}"),

@@ -51,6 +51,23 @@ pub fn process_rss_mib(pid: u32) -> f64 {
         / 1024.0
 }
 
+/// Returns a process's resident memory split as `(anonymous, file-backed)` MiB: heap and stacks
+/// versus mapped files, mostly the binary's own code pages (shared with every other process
+/// running the same file).
+pub fn process_rss_split_mib(pid: u32) -> (f64, f64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|l| l.split_whitespace().next())
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0)
+            / 1024.0
+    };
+    (field("RssAnon:"), field("RssFile:"))
+}
+
 /// Returns the CPU time (user + system) a process has used, in seconds.
 pub fn process_cpu_seconds(pid: u32) -> f64 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
