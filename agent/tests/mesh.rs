@@ -159,6 +159,16 @@ async fn agents_share_metrics_detect_death_and_drop_strangers() {
         },
     )
     .await;
+    // Traffic is counted both ways on the wire.
+    let text = get(seed_http, "/metrics").await;
+    for direction in ["In", "Out"] {
+        let series = format!("telemesh_agent_gossip_bytes_total{{direction=\"{direction}\"}} ");
+        let bytes: f64 = text
+            .lines()
+            .find_map(|l| l.strip_prefix(series.as_str())?.parse().ok())
+            .unwrap_or(0.0);
+        assert!(bytes > 0.0, "{series}missing or zero in\n{text}");
+    }
     for a in &agents {
         let ms = members(a.http_addr).await;
         assert!(

@@ -41,22 +41,21 @@ pub fn copy_tree(from: &std::path::Path, to: &std::path::Path) -> std::io::Resul
 
 /// Returns a process's resident memory in MiB (benchmarks read other processes' footprint).
 pub fn process_rss_mib(pid: u32) -> f64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_default()
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse::<f64>().ok())
-        .unwrap_or(0.0)
-        / 1024.0
+    status_mib(pid, &["VmRSS:"])[0]
 }
 
 /// Returns a process's resident memory split as `(anonymous, file-backed)` MiB: heap and stacks
 /// versus mapped files, mostly the binary's own code pages (shared with every other process
 /// running the same file).
 pub fn process_rss_split_mib(pid: u32) -> (f64, f64) {
+    let [anon, file] = status_mib(pid, &["RssAnon:", "RssFile:"]);
+    (anon, file)
+}
+
+/// Reads kB fields of `/proc/<pid>/status` as MiB (0 when absent).
+fn status_mib<const N: usize>(pid: u32, fields: &[&str; N]) -> [f64; N] {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let field = |name: &str| {
+    fields.map(|name| {
         status
             .lines()
             .find_map(|l| l.strip_prefix(name))
@@ -64,8 +63,7 @@ pub fn process_rss_split_mib(pid: u32) -> (f64, f64) {
             .and_then(|v| v.parse::<f64>().ok())
             .unwrap_or(0.0)
             / 1024.0
-    };
-    (field("RssAnon:"), field("RssFile:"))
+    })
 }
 
 /// Returns the CPU time (user + system) a process has used, in seconds.
