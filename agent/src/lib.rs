@@ -8,6 +8,7 @@
 //! start agents in-process.
 
 pub mod collect;
+pub mod collection;
 pub mod config;
 pub mod enforcer;
 pub mod evictor;
@@ -19,5 +20,6 @@ pub mod policies;
 pub mod publish;
 pub mod rewards;
 pub mod run;
+pub mod shared;
 
 pub use run::{Agent, start};
