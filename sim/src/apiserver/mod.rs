@@ -240,7 +240,10 @@ async fn route_request(
         Route::GroupVersion(g, v) => discovery::resource_list(&server.registry.read(), &g, &v)
             .map(|v| value_response(StatusCode::OK, &v))
             .ok_or_else(|| ApiError::no_route(path)),
-        Route::OpenApiV2 => Ok(openapi_v2::respond(&*openapi_v2(server)?, &ctx.headers)),
+        Route::OpenApiV2 => Ok(openapi_v2::respond(
+            &*openapi_v2(server).await?,
+            &ctx.headers,
+        )),
         Route::OpenApiIndex => Ok(value_response(StatusCode::OK, &openapi_index(server))),
         Route::OpenApiGroupVersion(g, v) => {
             let doc = openapi_document(server, &g, &v).ok_or_else(|| ApiError::no_route(path))?;
@@ -316,8 +319,9 @@ fn openapi_document(server: &Arc<Server>, group: &str, version: &str) -> Option<
 }
 
 /// The `/openapi/v2` document of every served group version, rebuilt when the served resources
-/// change.
-fn openapi_v2(server: &Arc<Server>) -> ApiResult<Arc<openapi_v2::Served>> {
+/// change. Building it takes a while (about 3 s in a debug build; once built it is answered in
+/// milliseconds), so it runs on the blocking pool, off the threads that serve requests.
+async fn openapi_v2(server: &Arc<Server>) -> ApiResult<Arc<openapi_v2::Served>> {
     let generation = server.registry_generation();
     if let Some((g, served)) = server.openapi_v2_cache.lock().as_ref()
         && *g == generation
@@ -339,8 +343,12 @@ fn openapi_v2(server: &Arc<Server>) -> ApiResult<Arc<openapi_v2::Served>> {
             })
             .collect()
     };
+    let built = tokio::task::spawn_blocking(move || openapi_v2::serve(&group_versions))
+        .await
+        .map_err(|e| e.to_string())
+        .and_then(|r| r);
     let served =
-        Arc::new(openapi_v2::serve(&group_versions).map_err(|e| {
+        Arc::new(built.map_err(|e| {
             ApiError::new(500, "InternalError", format!("building /openapi/v2: {e}"))
         })?);
     *server.openapi_v2_cache.lock() = Some((generation, served.clone()));
