@@ -564,10 +564,17 @@ pub fn validate_fields(
                 .iter()
                 .map(|u| format!("unknown field {u:?}"))
                 .collect();
-            Err(ApiError::bad_request(format!(
-                "strict decoding error: {}",
-                list.join(", ")
-            )))
+            let error = format!("strict decoding error: {}", list.join(", "));
+            // A create body fails in kube-apiserver's decoder, which names the kind
+            // (`transformDecodeError`); a patched object is decoded after patching and does not.
+            Err(ApiError::bad_request(match old {
+                None => format!(
+                    "{kind} in version {version:?} cannot be handled as a {kind}: {error}",
+                    kind = def.kind,
+                    version = def.version
+                ),
+                Some(_) => error,
+            }))
         }
         FieldValidation::Warn => Ok(unknown
             .iter()

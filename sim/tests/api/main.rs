@@ -9,6 +9,7 @@ mod crud;
 mod discovery;
 mod gc;
 mod list;
+mod openapi_v2;
 mod patch;
 mod subresources;
 mod watch;
