@@ -61,7 +61,7 @@ pub struct Inputs {
     /// The collection loop's output.
     pub samples: LatestSamples,
     /// The gossip member, for `v:` keys (None once shut down).
-    pub gossip: crate::run::SharedGossip,
+    pub gossip: crate::shared::SharedGossip,
     /// Settings.
     pub config: PolicyConfig,
     /// Metrics.

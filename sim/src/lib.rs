@@ -15,6 +15,7 @@
 //! ```
 
 pub mod apiserver;
+pub mod builtins;
 pub mod cluster;
 pub mod kubeconfig;
 pub mod nodes;

@@ -1,11 +1,14 @@
 //! The resource registry: which kinds the server serves, under which paths, with which verbs,
-//! subresources and selectable fields. Built-in kinds come from a static table; custom
+//! subresources and selectable fields. Built-in kinds come from [`crate::builtins`]; custom
 //! resources are added and removed as CustomResourceDefinitions come and go.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use serde_json::Value;
+
+use crate::builtins::BUILTINS;
+pub use crate::builtins::Verbs;
 
 /// Identifies the stored collection of one resource, whatever version it is served in.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -69,8 +72,8 @@ pub struct ResourceDef {
     pub status: bool,
     /// Scale subresource, if any.
     pub scale: Option<ScalePaths>,
-    /// Whether the resource is create-only (reviews: TokenReview, SubjectAccessReview).
-    pub create_only: bool,
+    /// The verbs served (reviews and bindings are create-only).
+    pub verbs: Verbs,
     /// Extra field selectors beyond metadata.name and metadata.namespace, with the JSON path
     /// each reads (`spec.nodeName` reads `/spec/nodeName`).
     pub selectable_fields: Vec<String>,
@@ -108,20 +111,13 @@ impl ResourceDef {
     }
 
     /// Returns the verbs served on the main resource, as discovery lists them.
-    pub fn verbs(&self) -> Vec<&'static str> {
-        if self.create_only {
-            return vec!["create"];
-        }
-        vec![
-            "create",
-            "delete",
-            "deletecollection",
-            "get",
-            "list",
-            "patch",
-            "update",
-            "watch",
-        ]
+    pub fn verbs(&self) -> &'static [&'static str] {
+        self.verbs.names()
+    }
+
+    /// Returns whether objects of this resource are stored (reviews and bindings are not).
+    pub fn is_stored(&self) -> bool {
+        self.verbs != Verbs::CreateOnly
     }
 
     /// Returns the subresource names this resource serves.
@@ -153,230 +149,6 @@ impl ResourceDef {
     }
 }
 
-struct Builtin {
-    group: &'static str,
-    version: &'static str,
-    kind: &'static str,
-    plural: &'static str,
-    short: &'static [&'static str],
-    namespaced: bool,
-    status: bool,
-    scale: bool,
-    fields: &'static [&'static str],
-}
-
-const fn b(
-    group: &'static str,
-    version: &'static str,
-    kind: &'static str,
-    plural: &'static str,
-    short: &'static [&'static str],
-    namespaced: bool,
-    status: bool,
-) -> Builtin {
-    Builtin {
-        group,
-        version,
-        kind,
-        plural,
-        short,
-        namespaced,
-        status,
-        scale: false,
-        fields: &[],
-    }
-}
-
-/// The built-in kinds, as a v1.33 API server serves them (only those Telemesh and its tests use).
-const BUILTINS: &[Builtin] = &[
-    Builtin {
-        fields: &["status.phase"],
-        ..b("", "v1", "Namespace", "namespaces", &["ns"], false, true)
-    },
-    Builtin {
-        fields: &["spec.unschedulable"],
-        ..b("", "v1", "Node", "nodes", &["no"], false, true)
-    },
-    Builtin {
-        fields: &[
-            "spec.nodeName",
-            "spec.restartPolicy",
-            "spec.schedulerName",
-            "spec.serviceAccountName",
-            "spec.hostNetwork",
-            "status.phase",
-            "status.podIP",
-            "status.nominatedNodeName",
-        ],
-        ..b("", "v1", "Pod", "pods", &["po"], true, true)
-    },
-    Builtin {
-        fields: &[
-            "involvedObject.kind",
-            "involvedObject.namespace",
-            "involvedObject.name",
-            "involvedObject.uid",
-            "involvedObject.apiVersion",
-            "involvedObject.resourceVersion",
-            "involvedObject.fieldPath",
-            "reason",
-            "reportingComponent",
-            "source",
-            "type",
-        ],
-        ..b("", "v1", "Event", "events", &["ev"], true, false)
-    },
-    b("", "v1", "ConfigMap", "configmaps", &["cm"], true, false),
-    Builtin {
-        fields: &["type"],
-        ..b("", "v1", "Secret", "secrets", &[], true, false)
-    },
-    b("", "v1", "Service", "services", &["svc"], true, true),
-    b(
-        "",
-        "v1",
-        "PersistentVolumeClaim",
-        "persistentvolumeclaims",
-        &["pvc"],
-        true,
-        true,
-    ),
-    b(
-        "",
-        "v1",
-        "ServiceAccount",
-        "serviceaccounts",
-        &["sa"],
-        true,
-        false,
-    ),
-    b(
-        "events.k8s.io",
-        "v1",
-        "Event",
-        "events",
-        &["ev"],
-        true,
-        false,
-    ),
-    Builtin {
-        scale: true,
-        ..b(
-            "apps",
-            "v1",
-            "Deployment",
-            "deployments",
-            &["deploy"],
-            true,
-            true,
-        )
-    },
-    Builtin {
-        scale: true,
-        fields: &["status.replicas"],
-        ..b(
-            "apps",
-            "v1",
-            "ReplicaSet",
-            "replicasets",
-            &["rs"],
-            true,
-            true,
-        )
-    },
-    Builtin {
-        scale: true,
-        ..b(
-            "apps",
-            "v1",
-            "StatefulSet",
-            "statefulsets",
-            &["sts"],
-            true,
-            true,
-        )
-    },
-    b("apps", "v1", "DaemonSet", "daemonsets", &["ds"], true, true),
-    Builtin {
-        fields: &["status.successful"],
-        ..b("batch", "v1", "Job", "jobs", &[], true, true)
-    },
-    b(
-        "coordination.k8s.io",
-        "v1",
-        "Lease",
-        "leases",
-        &[],
-        true,
-        false,
-    ),
-    b(
-        "scheduling.k8s.io",
-        "v1",
-        "PriorityClass",
-        "priorityclasses",
-        &["pc"],
-        false,
-        false,
-    ),
-    b(
-        "policy",
-        "v1",
-        "PodDisruptionBudget",
-        "poddisruptionbudgets",
-        &["pdb"],
-        true,
-        true,
-    ),
-    b(
-        "apiextensions.k8s.io",
-        "v1",
-        "CustomResourceDefinition",
-        "customresourcedefinitions",
-        &["crd", "crds"],
-        false,
-        true,
-    ),
-    b(
-        "authentication.k8s.io",
-        "v1",
-        "TokenReview",
-        "tokenreviews",
-        &[],
-        false,
-        false,
-    ),
-    b(
-        "authorization.k8s.io",
-        "v1",
-        "SubjectAccessReview",
-        "subjectaccessreviews",
-        &[],
-        false,
-        false,
-    ),
-    b(
-        "authorization.k8s.io",
-        "v1",
-        "SelfSubjectAccessReview",
-        "selfsubjectaccessreviews",
-        &[],
-        false,
-        false,
-    ),
-];
-
-/// Kinds that `kubectl get all` shows.
-const CATEGORY_ALL: &[&str] = &[
-    "pods",
-    "services",
-    "deployments",
-    "replicasets",
-    "statefulsets",
-    "daemonsets",
-    "jobs",
-];
-
 /// All served resources, keyed by (group, version, plural).
 #[derive(Debug, Clone, Default)]
 pub struct Registry {
@@ -390,30 +162,25 @@ impl Registry {
     pub fn with_builtins() -> Self {
         let mut reg = Registry::default();
         for bi in BUILTINS {
-            let create_only =
-                bi.group.starts_with("authentication.") || bi.group.starts_with("authorization.");
+            let x = &bi.extra;
             reg.insert(ResourceDef {
                 group: bi.group.into(),
                 version: bi.version.into(),
                 kind: bi.kind.into(),
                 plural: bi.plural.into(),
                 singular: bi.kind.to_ascii_lowercase(),
-                short_names: bi.short.iter().map(|s| (*s).to_owned()).collect(),
-                categories: if CATEGORY_ALL.contains(&bi.plural) {
-                    vec!["all".into()]
-                } else {
-                    vec![]
-                },
+                short_names: x.short.iter().map(|s| (*s).to_owned()).collect(),
+                categories: x.categories.iter().map(|s| (*s).to_owned()).collect(),
                 namespaced: bi.namespaced,
-                status: bi.status,
-                scale: bi.scale.then(|| ScalePaths {
+                status: x.status,
+                scale: x.scale.then(|| ScalePaths {
                     spec_replicas: ".spec.replicas".into(),
                     status_replicas: ".status.replicas".into(),
                     label_selector: None,
                 }),
-                create_only,
-                selectable_fields: bi.fields.iter().map(|s| (*s).to_owned()).collect(),
-                storage_version: bi.version.into(),
+                verbs: x.verbs,
+                selectable_fields: x.fields.iter().map(|s| (*s).to_owned()).collect(),
+                storage_version: bi.storage_version().into(),
                 crd: None,
             });
         }

@@ -110,10 +110,18 @@ async fn headless_dev_cluster_tells_the_whole_story_and_leaves_nothing_running()
 #[tokio::test]
 async fn interrupting_the_dev_cluster_stops_every_process_it_started() {
     let dir = tempfile::tempdir().unwrap();
-    let mut child = dev(dir.path(), &["--nodes", "3"]);
+    let mut child = dev(
+        dir.path(),
+        &["--nodes", "3", "--api-service", "127.0.0.1:0"],
+    );
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut api_service = None;
     let up = tokio::time::timeout(Duration::from_secs(60), async {
         while let Some(line) = lines.next_line().await.unwrap() {
+            if let Some((_, rest)) = line.split_once("the coordinators' JSON API Service: http://")
+            {
+                api_service = rest.split_whitespace().next().map(str::to_owned);
+            }
             if line.contains("both coordinators see every node") {
                 return true;
             }
@@ -123,6 +131,17 @@ async fn interrupting_the_dev_cluster_stops_every_process_it_started() {
     .await
     .expect("the dev cluster did not come up within 60s");
     assert!(up, "dev exited before the cluster was up");
+    // The printed address is the one a person would curl: it answers for the coordinators.
+    let api_service = api_service.expect("dev prints the coordinators' JSON API address");
+    let body = telemesh_sim::cluster::http::request(
+        http::Method::GET,
+        &format!("http://{api_service}/api/v1/nodes"),
+        None,
+    )
+    .await
+    .expect("the printed JSON API address answers");
+    let view: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(view["nodes"].as_array().map(Vec::len), Some(3), "{view}");
     // The dev process, 3 agents and 2 coordinators.
     assert_eq!(processes_under(dir.path()).len(), 6);
     let pid = child.id().unwrap().to_string();

@@ -199,7 +199,7 @@ pub fn register(server: &Arc<Server>, crd: &Value) {
             namespaced,
             status: v.pointer("/subresources/status").is_some(),
             scale,
-            create_only: false,
+            verbs: crate::registry::Verbs::All,
             selectable_fields,
             storage_version: storage_version.clone(),
             crd: Some(Arc::new(CrdVersion {

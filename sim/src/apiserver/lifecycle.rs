@@ -550,7 +550,8 @@ pub fn validate_fields(
             }
             pruned
         } else if def.crd.is_none() {
-            super::typed::check(&def.group, &def.kind, obj).map_err(ApiError::bad_request)?
+            super::typed::check(&def.group, &def.storage_version, &def.kind, obj)
+                .map_err(ApiError::bad_request)?
         } else {
             Vec::new()
         };

@@ -22,13 +22,13 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as apiextensions;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 use schemars::generate::SchemaSettings;
 use schemars::{JsonSchema, SchemaGenerator};
 use serde_json::{Map, Value, json};
 
 use super::table::ResourceInfo;
+use crate::builtins::{BuiltinType, TypeVisitor, with_type};
 
 /// Prefix of every reference to a component schema.
 const SCHEMA_REF: &str = "#/components/schemas/";
@@ -229,98 +229,14 @@ fn builtin_schema(
     version: &str,
     kind: &str,
 ) -> Option<String> {
-    use api::{
-        admissionregistration, apps, authentication, authorization, autoscaling, batch,
-        certificates, coordination, core, discovery, events, networking, node, policy, rbac,
-        scheduling, storage,
-    };
-    let g = generator;
-    Some(match (group, version, kind) {
-        ("", "v1", "Binding") => register::<core::v1::Binding>(g),
-        ("", "v1", "ConfigMap") => register::<core::v1::ConfigMap>(g),
-        ("", "v1", "Endpoints") => register::<core::v1::Endpoints>(g),
-        ("", "v1", "Event") => register::<core::v1::Event>(g),
-        ("", "v1", "LimitRange") => register::<core::v1::LimitRange>(g),
-        ("", "v1", "Namespace") => register::<core::v1::Namespace>(g),
-        ("", "v1", "Node") => register::<core::v1::Node>(g),
-        ("", "v1", "PersistentVolume") => register::<core::v1::PersistentVolume>(g),
-        ("", "v1", "PersistentVolumeClaim") => register::<core::v1::PersistentVolumeClaim>(g),
-        ("", "v1", "Pod") => register::<core::v1::Pod>(g),
-        ("", "v1", "PodTemplate") => register::<core::v1::PodTemplate>(g),
-        ("", "v1", "ReplicationController") => register::<core::v1::ReplicationController>(g),
-        ("", "v1", "ResourceQuota") => register::<core::v1::ResourceQuota>(g),
-        ("", "v1", "Secret") => register::<core::v1::Secret>(g),
-        ("", "v1", "Service") => register::<core::v1::Service>(g),
-        ("", "v1", "ServiceAccount") => register::<core::v1::ServiceAccount>(g),
-        ("admissionregistration.k8s.io", "v1", "MutatingWebhookConfiguration") => {
-            register::<admissionregistration::v1::MutatingWebhookConfiguration>(g)
+    struct Register<'a>(&'a mut SchemaGenerator);
+    impl TypeVisitor for Register<'_> {
+        type Output = String;
+        fn visit<T: BuiltinType>(self) -> String {
+            register::<T>(self.0)
         }
-        ("admissionregistration.k8s.io", "v1", "ValidatingWebhookConfiguration") => {
-            register::<admissionregistration::v1::ValidatingWebhookConfiguration>(g)
-        }
-        ("apiextensions.k8s.io", "v1", "CustomResourceDefinition") => {
-            register::<apiextensions::CustomResourceDefinition>(g)
-        }
-        ("apps", "v1", "ControllerRevision") => register::<apps::v1::ControllerRevision>(g),
-        ("apps", "v1", "DaemonSet") => register::<apps::v1::DaemonSet>(g),
-        ("apps", "v1", "Deployment") => register::<apps::v1::Deployment>(g),
-        ("apps", "v1", "ReplicaSet") => register::<apps::v1::ReplicaSet>(g),
-        ("apps", "v1", "StatefulSet") => register::<apps::v1::StatefulSet>(g),
-        ("authentication.k8s.io", "v1", "SelfSubjectReview") => {
-            register::<authentication::v1::SelfSubjectReview>(g)
-        }
-        ("authentication.k8s.io", "v1", "TokenReview") => {
-            register::<authentication::v1::TokenReview>(g)
-        }
-        ("authorization.k8s.io", "v1", "LocalSubjectAccessReview") => {
-            register::<authorization::v1::LocalSubjectAccessReview>(g)
-        }
-        ("authorization.k8s.io", "v1", "SelfSubjectAccessReview") => {
-            register::<authorization::v1::SelfSubjectAccessReview>(g)
-        }
-        ("authorization.k8s.io", "v1", "SelfSubjectRulesReview") => {
-            register::<authorization::v1::SelfSubjectRulesReview>(g)
-        }
-        ("authorization.k8s.io", "v1", "SubjectAccessReview") => {
-            register::<authorization::v1::SubjectAccessReview>(g)
-        }
-        ("autoscaling", "v1", "Scale") => register::<autoscaling::v1::Scale>(g),
-        ("autoscaling", "v2", "HorizontalPodAutoscaler") => {
-            register::<autoscaling::v2::HorizontalPodAutoscaler>(g)
-        }
-        ("batch", "v1", "CronJob") => register::<batch::v1::CronJob>(g),
-        ("batch", "v1", "Job") => register::<batch::v1::Job>(g),
-        ("certificates.k8s.io", "v1", "CertificateSigningRequest") => {
-            register::<certificates::v1::CertificateSigningRequest>(g)
-        }
-        ("coordination.k8s.io", "v1", "Lease") => register::<coordination::v1::Lease>(g),
-        ("discovery.k8s.io", "v1", "EndpointSlice") => register::<discovery::v1::EndpointSlice>(g),
-        ("events.k8s.io", "v1", "Event") => register::<events::v1::Event>(g),
-        ("networking.k8s.io", "v1", "Ingress") => register::<networking::v1::Ingress>(g),
-        ("networking.k8s.io", "v1", "IngressClass") => register::<networking::v1::IngressClass>(g),
-        ("networking.k8s.io", "v1", "NetworkPolicy") => {
-            register::<networking::v1::NetworkPolicy>(g)
-        }
-        ("node.k8s.io", "v1", "RuntimeClass") => register::<node::v1::RuntimeClass>(g),
-        ("policy", "v1", "Eviction") => register::<policy::v1::Eviction>(g),
-        ("policy", "v1", "PodDisruptionBudget") => register::<policy::v1::PodDisruptionBudget>(g),
-        ("rbac.authorization.k8s.io", "v1", "ClusterRole") => register::<rbac::v1::ClusterRole>(g),
-        ("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding") => {
-            register::<rbac::v1::ClusterRoleBinding>(g)
-        }
-        ("rbac.authorization.k8s.io", "v1", "Role") => register::<rbac::v1::Role>(g),
-        ("rbac.authorization.k8s.io", "v1", "RoleBinding") => register::<rbac::v1::RoleBinding>(g),
-        ("scheduling.k8s.io", "v1", "PriorityClass") => {
-            register::<scheduling::v1::PriorityClass>(g)
-        }
-        ("storage.k8s.io", "v1", "CSIDriver") => register::<storage::v1::CSIDriver>(g),
-        ("storage.k8s.io", "v1", "CSINode") => register::<storage::v1::CSINode>(g),
-        ("storage.k8s.io", "v1", "StorageClass") => register::<storage::v1::StorageClass>(g),
-        ("storage.k8s.io", "v1", "VolumeAttachment") => {
-            register::<storage::v1::VolumeAttachment>(g)
-        }
-        _ => return None,
-    })
+    }
+    with_type(group, version, kind, Register(generator))
 }
 
 /// `util.ToRESTFriendlyName("<group>/<version>/<kind>")`: the group's labels reversed, then

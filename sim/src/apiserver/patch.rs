@@ -214,99 +214,6 @@ pub struct BuiltinListMeta {
     always_present_paths: Vec<Vec<&'static str>>,
 }
 
-/// The built-in kinds the API server serves, by group.
-const BUILTIN_KINDS: &[(&str, &[&str])] = &[
-    (
-        "",
-        &[
-            "Pod",
-            "PodTemplate",
-            "ReplicationController",
-            "Service",
-            "Endpoints",
-            "Node",
-            "Namespace",
-            "ConfigMap",
-            "Secret",
-            "ServiceAccount",
-            "PersistentVolume",
-            "PersistentVolumeClaim",
-            "Event",
-            "LimitRange",
-            "ResourceQuota",
-            "Binding",
-            "ComponentStatus",
-        ],
-    ),
-    (
-        "apps",
-        &[
-            "Deployment",
-            "ReplicaSet",
-            "StatefulSet",
-            "DaemonSet",
-            "ControllerRevision",
-        ],
-    ),
-    ("batch", &["Job", "CronJob"]),
-    ("autoscaling", &["HorizontalPodAutoscaler", "Scale"]),
-    ("coordination.k8s.io", &["Lease"]),
-    (
-        "networking.k8s.io",
-        &[
-            "Ingress",
-            "IngressClass",
-            "NetworkPolicy",
-            "IPAddress",
-            "ServiceCIDR",
-        ],
-    ),
-    ("policy", &["PodDisruptionBudget", "Eviction"]),
-    (
-        "rbac.authorization.k8s.io",
-        &["Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"],
-    ),
-    (
-        "storage.k8s.io",
-        &[
-            "StorageClass",
-            "VolumeAttachment",
-            "CSIDriver",
-            "CSINode",
-            "CSIStorageCapacity",
-        ],
-    ),
-    ("scheduling.k8s.io", &["PriorityClass"]),
-    ("discovery.k8s.io", &["EndpointSlice"]),
-    ("events.k8s.io", &["Event"]),
-    (
-        "admissionregistration.k8s.io",
-        &[
-            "MutatingWebhookConfiguration",
-            "ValidatingWebhookConfiguration",
-            "ValidatingAdmissionPolicy",
-            "ValidatingAdmissionPolicyBinding",
-        ],
-    ),
-    ("apiextensions.k8s.io", &["CustomResourceDefinition"]),
-    ("apiregistration.k8s.io", &["APIService"]),
-    ("certificates.k8s.io", &["CertificateSigningRequest"]),
-    ("node.k8s.io", &["RuntimeClass"]),
-    (
-        "flowcontrol.apiserver.k8s.io",
-        &["FlowSchema", "PriorityLevelConfiguration"],
-    ),
-    (
-        "resource.k8s.io",
-        &[
-            "ResourceClaim",
-            "ResourceClaimTemplate",
-            "DeviceClass",
-            "ResourceSlice",
-        ],
-    ),
-];
-
 fn keys(names: &[&str]) -> ListKind {
     ListKind::MergeByKeys(names.iter().map(|s| (*s).to_owned()).collect())
 }
@@ -319,10 +226,7 @@ impl BuiltinListMeta {
     /// Returns the patch metadata of a built-in kind, or `None` for a kind it does not know
     /// (a custom resource: the caller answers a strategic merge patch with 415).
     pub fn for_kind(group: &str, kind: &str) -> Option<Self> {
-        let known = BUILTIN_KINDS
-            .iter()
-            .any(|(g, kinds)| *g == group && kinds.contains(&kind));
-        if !known {
+        if !crate::builtins::is_builtin_kind(group, kind) {
             return None;
         }
         let mut m = Self {

@@ -4,6 +4,8 @@
 
 use serde_json::Value;
 
+use crate::builtins::{BuiltinType, TypeVisitor, with_type};
+
 /// Resource quantity maps: numbers in them are accepted and stored as strings, as upstream
 /// canonicalizes `cpu: 1` to `"1"`.
 const QUANTITY_MAPS: [&str; 7] = [
@@ -38,64 +40,40 @@ pub fn normalize_quantities(v: &mut Value) {
     }
 }
 
-macro_rules! typed {
-    ($group:expr, $kind:expr, $obj:expr, { $( ($g:literal, $k:literal) => $t:ty ),* $(,)? }) => {
-        match ($group, $kind) {
-            $( ($g, $k) => roundtrip::<$t>($obj, $k), )*
-            _ => Ok(None),
-        }
-    };
+/// Decodes a built-in object as its k8s-openapi type and encodes it again.
+struct RoundTrip<'a> {
+    obj: &'a Value,
 }
 
-/// Decodes a built-in object; returns the paths of fields its type does not have. Unknown
-/// kinds pass unchecked.
-pub fn check(group: &str, kind: &str, obj: &mut Value) -> Result<Vec<String>, String> {
-    use k8s_openapi::api::{
-        apps::v1 as apps, batch::v1 as batch, coordination::v1 as coord, core::v1 as core,
-        policy::v1 as policy, scheduling::v1 as sched,
-    };
-    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as apiext;
+impl TypeVisitor for RoundTrip<'_> {
+    type Output = Result<Value, String>;
+
+    fn visit<T: BuiltinType>(self) -> Self::Output {
+        let (kind, version) = (T::KIND, T::VERSION);
+        let typed: T = serde_json::from_value(self.obj.clone()).map_err(|e| {
+            format!("{kind} in version \"{version}\" cannot be handled as a {kind}: {e}")
+        })?;
+        serde_json::to_value(&typed).map_err(|e| format!("{kind} cannot be encoded: {e}"))
+    }
+}
+
+/// Decodes a built-in object; returns the paths of fields its type does not have. Kinds
+/// without a built-in type pass unchecked.
+pub fn check(
+    group: &str,
+    version: &str,
+    kind: &str,
+    obj: &mut Value,
+) -> Result<Vec<String>, String> {
     normalize_quantities(obj);
-    let out = typed!(group, kind, obj, {
-        ("", "Namespace") => core::Namespace,
-        ("", "Node") => core::Node,
-        ("", "Pod") => core::Pod,
-        ("", "Event") => core::Event,
-        ("", "ConfigMap") => core::ConfigMap,
-        ("", "Secret") => core::Secret,
-        ("", "Service") => core::Service,
-        ("", "PersistentVolumeClaim") => core::PersistentVolumeClaim,
-        ("", "ServiceAccount") => core::ServiceAccount,
-        ("events.k8s.io", "Event") => k8s_openapi::api::events::v1::Event,
-        ("apps", "Deployment") => apps::Deployment,
-        ("apps", "ReplicaSet") => apps::ReplicaSet,
-        ("apps", "StatefulSet") => apps::StatefulSet,
-        ("apps", "DaemonSet") => apps::DaemonSet,
-        ("batch", "Job") => batch::Job,
-        ("coordination.k8s.io", "Lease") => coord::Lease,
-        ("scheduling.k8s.io", "PriorityClass") => sched::PriorityClass,
-        ("policy", "PodDisruptionBudget") => policy::PodDisruptionBudget,
-        ("apiextensions.k8s.io", "CustomResourceDefinition") => apiext::CustomResourceDefinition,
-    })?;
-    Ok(match out {
+    match with_type(group, version, kind, RoundTrip { obj }).transpose()? {
         Some(round) => {
             let mut unknown = Vec::new();
             unknown_fields(obj, &round, "", &mut unknown);
-            unknown
+            Ok(unknown)
         }
-        None => Vec::new(),
-    })
-}
-
-fn roundtrip<T: serde::de::DeserializeOwned + serde::Serialize>(
-    obj: &Value,
-    kind: &str,
-) -> Result<Option<Value>, String> {
-    let typed: T = serde_json::from_value(obj.clone())
-        .map_err(|e| format!("{kind} in version \"v1\" cannot be handled as a {kind}: {e}"))?;
-    serde_json::to_value(&typed)
-        .map(Some)
-        .map_err(|e| format!("{kind} cannot be encoded: {e}"))
+        None => Ok(Vec::new()),
+    }
 }
 
 /// Collects paths present (and not null) in `input` but absent from the decoded form.
@@ -146,11 +124,11 @@ mod tests {
     fn unknown_fields_are_found_and_wrong_types_refused() {
         let mut pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
             "spec": {"containers": [{"name": "c", "image": "x", "bogus": 1}], "alsoBogus": true}});
-        let unknown = check("", "Pod", &mut pod).unwrap();
+        let unknown = check("", "v1", "Pod", &mut pod).unwrap();
         assert_eq!(unknown, ["spec.containers[0].bogus", "spec.alsoBogus"]);
         let mut bad = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {"containers": "no"}});
         assert!(
-            check("", "Pod", &mut bad)
+            check("", "v1", "Pod", &mut bad)
                 .unwrap_err()
                 .contains("cannot be handled as a Pod")
         );
@@ -160,7 +138,7 @@ mod tests {
     fn numeric_quantities_become_strings() {
         let mut pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
             "spec": {"containers": [{"name": "c", "image": "x", "resources": {"limits": {"cpu": 1, "memory": 1024}}}]}});
-        assert!(check("", "Pod", &mut pod).unwrap().is_empty());
+        assert!(check("", "v1", "Pod", &mut pod).unwrap().is_empty());
         assert_eq!(
             pod["spec"]["containers"][0]["resources"]["limits"]["cpu"],
             "1"

@@ -70,6 +70,15 @@ pub struct DevArgs {
     /// deploy/scheduler/ (http://127.0.0.1:9001/scheduler).
     #[arg(long, env = "TELEMESH_DEV_SCHEDULER_CONFIG")]
     scheduler_config: Option<PathBuf>,
+    /// Where people and scripts reach the coordinators' JSON API: a Service stand-in that
+    /// spreads connections over both replicas, as the extender's does. Fixed by default, like
+    /// the API server's 6443, so the curl calls in the README work run after run.
+    #[arg(
+        long,
+        env = "TELEMESH_DEV_API_SERVICE",
+        default_value = "127.0.0.1:9080"
+    )]
+    api_service: SocketAddr,
     /// A scenario file instead of the built-in story's (sim/dev/scenario.yaml); the story's
     /// checklist is then only "cluster up" and "demo running", the rest is narrated as it comes.
     #[arg(long, env = "TELEMESH_DEV_SCENARIO")]
@@ -92,6 +101,11 @@ pub async fn run(args: DevArgs) -> anyhow::Result<bool> {
         None => SchedulerConfiguration::parse(DEV_SCHEDULER_CONFIG)?,
     };
     let service_addr = extender_address(&scheduler_config)?;
+    let extender_url = scheduler_config
+        .extenders
+        .first()
+        .map(|e| e.url_prefix.clone())
+        .unwrap_or_default();
     let (scenario, built_in) = match &args.scenario {
         Some(path) => (Scenario::load(path)?, false),
         None => (Scenario::parse(DEFAULT_SCENARIO)?, true),
@@ -113,6 +127,10 @@ pub async fn run(args: DevArgs) -> anyhow::Result<bool> {
         let service = tokio::net::TcpListener::bind(service_addr)
             .await
             .with_context(|| format!("the coordinator Service address {service_addr} (from the scheduler configuration) is taken; free it or pass --scheduler-config"))?;
+        let api_service = tokio::net::TcpListener::bind(args.api_service)
+            .await
+            .with_context(|| format!("the coordinators' API Service address {} is taken; free it or pass --api-service", args.api_service))?;
+        let api_service_addr = api_service.local_addr()?;
         let sim = sim_slot.insert(start_sim(&args, &dir).await?);
         let client = sim.client().await?;
         let kubeconfig = dir.join("kubeconfig");
@@ -137,11 +155,19 @@ pub async fn run(args: DevArgs) -> anyhow::Result<bool> {
         }
         let backends = plan.coordinators.iter().map(|c| c.extender).collect();
         tokio::spawn(proxy::serve(service, backends, stop.clone()));
+        let backends = plan.coordinators.iter().map(|c| c.api).collect();
+        tokio::spawn(proxy::serve(api_service, backends, stop.clone()));
         story.say(&format!(
-            "{} agents (gossip sealed with a generated key, QUIC with mutual TLS) and 2 coordinators \
-             behind the extender Service at {service_addr}; logs in {}",
+            "{} agents (gossip sealed with a generated key, QUIC with mutual TLS) and 2 coordinators; \
+             logs in {}",
             nodes.len(),
             dir.join("logs").display()
+        ));
+        story.say(&format!(
+            "the coordinators' extender Service: {extender_url} (filter, prioritize, preempt; the scheduler calls it)"
+        ));
+        story.say(&format!(
+            "the coordinators' JSON API Service: http://{api_service_addr} (curl http://{api_service_addr}/api/v1/nodes)"
         ));
 
         story.say(&format!(

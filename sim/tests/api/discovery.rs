@@ -117,3 +117,41 @@ async fn openapi_v3_lists_group_versions_and_serves_schemas() {
         "Pod schema present"
     );
 }
+
+/// Every built-in sim serves is discovered with the type's scope and lists through its path;
+/// every one that can be listed also watches (the scheduler's informers need both).
+#[tokio::test]
+async fn every_builtin_is_discovered_listed_and_watched() {
+    use kube::api::{DynamicObject, ListParams, WatchParams};
+    use telemesh_sim::builtins::{BUILTINS, Verbs};
+
+    let (_sim, c) = sim().await;
+    let discovery = Discovery::new(c.clone()).run().await.unwrap();
+    for b in BUILTINS {
+        let gvk = kube::api::GroupVersionKind::gvk(b.group, b.version, b.kind);
+        let (ar, caps) = discovery
+            .resolve_gvk(&gvk)
+            .unwrap_or_else(|| panic!("{gvk:?} not discovered"));
+        assert_eq!(ar.plural, b.plural);
+        let scope = if b.namespaced {
+            Scope::Namespaced
+        } else {
+            Scope::Cluster
+        };
+        assert_eq!(caps.scope, scope, "{}", b.plural);
+        if !matches!(b.extra.verbs, Verbs::All | Verbs::NoDeleteCollection) {
+            continue;
+        }
+        let api: Api<DynamicObject> = Api::all_with(c.clone(), &ar);
+        let list = api
+            .list(&ListParams::default())
+            .await
+            .unwrap_or_else(|e| panic!("list {}: {e}", b.plural));
+        let rv = list.metadata.resource_version.unwrap();
+        // The stream opens (200) only once the server accepted the watch.
+        let _events = api
+            .watch(&WatchParams::default(), &rv)
+            .await
+            .unwrap_or_else(|e| panic!("watch {}: {e}", b.plural));
+    }
+}
