@@ -71,6 +71,15 @@ pub struct Cli {
     /// stalled or a textfile stopped naming it).
     #[arg(long, env = "TELEMESH_STALE_AFTER", default_value = "10s", value_parser = parse_duration)]
     pub stale_after: Duration,
+    /// How long the node must have stopped breaking every dontschedule rule before the agent
+    /// annotates its Node so kube-scheduler retries the pods the extender held back (gossip's
+    /// time to bring the recovered value to the coordinators).
+    #[arg(long, env = "TELEMESH_RECOVERY_SIGNAL_DELAY", default_value = "1s", value_parser = parse_duration)]
+    pub recovery_signal_delay: Duration,
+    /// Least time between two such annotations of this Node (each one is an API write and
+    /// makes the scheduler requeue every unschedulable pod).
+    #[arg(long, env = "TELEMESH_RECOVERY_SIGNAL_MIN_INTERVAL", default_value = "30s", value_parser = parse_duration)]
+    pub recovery_signal_min_interval: Duration,
     /// Evict this node's pods linked to a violated deschedule policy. Turn off when the
     /// Kubernetes descheduler acts on the `<policy>=violating` labels instead.
     #[arg(long, env = "TELEMESH_LOCAL_EVICTION", default_value_t = true, action = clap::ArgAction::Set)]
@@ -182,6 +191,8 @@ pub struct PolicyConfig {
     pub stale_after: Duration,
     /// Eviction guards; `None` turns local eviction off (labels only).
     pub eviction: Option<EvictionConfig>,
+    /// When the recovery signal is written.
+    pub recovery: crate::recovery::RecoveryConfig,
 }
 
 /// Guards on local eviction.
@@ -274,6 +285,10 @@ impl TryFrom<Cli> for Config {
                 interval: cli.policy_interval,
                 unknown: cli.unknown_metrics,
                 stale_after: cli.stale_after,
+                recovery: crate::recovery::RecoveryConfig {
+                    delay: cli.recovery_signal_delay,
+                    min_interval: cli.recovery_signal_min_interval,
+                },
                 eviction: cli.local_eviction.then_some(EvictionConfig {
                     dry_run: cli.eviction_dry_run,
                     max_per_minute: cli.max_evictions_per_minute,
