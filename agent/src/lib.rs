@@ -18,6 +18,7 @@ pub mod metrics;
 pub mod pods;
 pub mod policies;
 pub mod publish;
+pub mod recovery;
 pub mod rewards;
 pub mod run;
 pub mod shared;
