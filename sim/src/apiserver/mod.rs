@@ -4,6 +4,7 @@
 //! RequestInfoFactory does), because the set of resources changes at run time with CRDs.
 
 pub mod auth;
+pub mod conversion;
 pub mod crd;
 pub mod discovery;
 pub mod error;

@@ -7,6 +7,7 @@ mod auth;
 mod crd;
 mod crud;
 mod discovery;
+mod events;
 mod gc;
 mod list;
 mod openapi_v2;
