@@ -11,7 +11,7 @@ use tokio::io::{AsyncBufReadExt as _, BufReader};
 use tokio::process::{Child, Command};
 
 /// A scheduler registration like deploy/scheduler's dev one, on a free port, so tests may run
-/// next to a developer's own dev cluster.
+/// next to a developer's own dev cluster (and `dev` puts the API Service on a free port too).
 fn scheduler_config(dir: &Path) -> std::path::PathBuf {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -45,7 +45,13 @@ extenders:
 fn dev(dir: &Path, extra: &[&str]) -> Child {
     let config = scheduler_config(dir);
     Command::new(env!("CARGO_BIN_EXE_telemesh-sim"))
-        .args(["dev", "--listen", "127.0.0.1:0"])
+        .args([
+            "dev",
+            "--listen",
+            "127.0.0.1:0",
+            "--api-service",
+            "127.0.0.1:0",
+        ])
         .arg("--dir")
         .arg(dir.join("state"))
         .arg("--scheduler-config")
@@ -110,10 +116,7 @@ async fn headless_dev_cluster_tells_the_whole_story_and_leaves_nothing_running()
 #[tokio::test]
 async fn interrupting_the_dev_cluster_stops_every_process_it_started() {
     let dir = tempfile::tempdir().unwrap();
-    let mut child = dev(
-        dir.path(),
-        &["--nodes", "3", "--api-service", "127.0.0.1:0"],
-    );
+    let mut child = dev(dir.path(), &["--nodes", "3"]);
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let mut api_service = None;
     let up = tokio::time::timeout(Duration::from_secs(60), async {
