@@ -5,6 +5,7 @@
 
 pub mod auth;
 pub mod crd;
+pub mod defaults;
 pub mod discovery;
 pub mod error;
 pub mod gc;
