@@ -304,7 +304,8 @@ fn validate_builtin(def: &ResourceDef, obj: &Value, name: &str) -> ApiResult<()>
     };
     match (def.group.as_str(), def.plural.as_str()) {
         ("", "pods") => check_pod_spec(obj.get("spec"), "spec"),
-        ("apps", _) | ("batch", "jobs") => {
+        ("apps", "deployments" | "replicasets" | "statefulsets" | "daemonsets")
+        | ("batch", "jobs") => {
             check_pod_spec(obj.pointer("/spec/template/spec"), "spec.template.spec");
             if def.group == "apps" {
                 let sel = obj
