@@ -2,6 +2,8 @@
 //! latest collection, and the node is brought in line: its labels ([`crate::labeler`]), its
 //! entry in each policy's status, its `v:` gossip keys, and the eviction of its pods linked to a
 //! violated deschedule policy ([`crate::evictor`]). Nothing is written when nothing changed.
+//! When the node stops breaking every dontschedule rule, [`crate::recovery`] annotates the
+//! Node so kube-scheduler retries the pods our extender held back.
 //!
 //! Status: each agent writes only `status.nodes.<its node>` of a policy, by JSON merge patch on
 //! the status subresource: agents never contend for one field (no resourceVersion conflicts at
@@ -39,6 +41,7 @@ use crate::evictor::{Evictor, Outcome, eligibility, truncate};
 use crate::labeler::{LabelChange, Labeler};
 use crate::metrics::{AgentMetrics, EvictionLabels, LabelWriteLabels};
 use crate::policies::Compiled;
+use crate::recovery::RecoverySignal;
 
 /// The latest collection's node samples and when they were taken.
 pub type LatestSamples = Arc<RwLock<Option<(SystemTime, Vec<Sample>)>>>;
@@ -58,7 +61,7 @@ pub struct Inputs {
     /// The collection loop's output.
     pub samples: LatestSamples,
     /// The gossip member, for `v:` keys (None once shut down).
-    pub gossip: crate::run::SharedGossip,
+    pub gossip: crate::shared::SharedGossip,
     /// Settings.
     pub config: PolicyConfig,
     /// Metrics.
@@ -195,6 +198,7 @@ pub async fn run(inputs: Inputs, stop: CancellationToken) {
         )
     });
     let mut labeler = Labeler::new(Api::<Node>::all(client.clone()), &node_name);
+    let mut recovery = RecoverySignal::new(config.recovery);
     let node_ref = ObjectReference {
         api_version: Some("v1".into()),
         kind: Some("Node".into()),
@@ -234,10 +238,12 @@ pub async fn run(inputs: Inputs, stop: CancellationToken) {
         let mut violations: BTreeMap<String, String> = BTreeMap::new();
         let mut to_evict: Vec<(Arc<Policy>, String)> = Vec::new();
         let mut live_policies = HashSet::new();
+        let mut breaking_dont_schedule = false;
         for (raw, policy) in &current {
             let key = policy.key();
             live_policies.insert(key.clone());
             let outcomes = Outcomes::evaluate(policy, &readings, &config);
+            breaking_dont_schedule |= outcomes.dont_schedule.as_ref().is_some_and(|v| v.violated);
             if let Some(v) = outcomes.deschedule.as_ref().filter(|v| v.violated) {
                 let reason = v.reason(&key, "deschedule");
                 desired.insert(policy.violator_label_key().to_owned(), VIOLATING.to_owned());
@@ -298,6 +304,18 @@ pub async fn run(inputs: Inputs, stop: CancellationToken) {
             Ok(_) => label_reasons = reasons,
             Err(e) => {
                 tracing::warn!(node.name = %node_name, error = %e, "writing policy labels failed; retrying next period")
+            }
+        }
+        if recovery.observe(breaking_dont_schedule, Instant::now()) {
+            match crate::recovery::announce(&Api::<Node>::all(client.clone()), &node_name).await {
+                Ok(()) => tracing::info!(
+                    node.name = %node_name,
+                    "node breaks no dontschedule rule; annotated so the scheduler retries held-back pods"
+                ),
+                Err(e) => {
+                    recovery.write_failed();
+                    tracing::warn!(node.name = %node_name, error = %e, "writing the recovery annotation failed; retrying later");
+                }
             }
         }
         metrics.policies_violated.set(violations.len() as i64);

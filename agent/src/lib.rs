@@ -8,6 +8,7 @@
 //! start agents in-process.
 
 pub mod collect;
+pub mod collection;
 pub mod config;
 pub mod enforcer;
 pub mod evictor;
@@ -17,7 +18,9 @@ pub mod metrics;
 pub mod pods;
 pub mod policies;
 pub mod publish;
+pub mod recovery;
 pub mod rewards;
 pub mod run;
+pub mod shared;
 
 pub use run::{Agent, start};

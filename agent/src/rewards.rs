@@ -27,7 +27,7 @@ use telemesh_core::reward::{
 
 use crate::config::RewardConfig;
 use crate::metrics::{AgentMetrics, PodTypeLabel};
-use crate::run::SharedGossip;
+use crate::shared::SharedGossip;
 
 /// What the learner remembers of one pod between looks.
 #[derive(Debug, Clone, PartialEq, Default)]

@@ -1,5 +1,6 @@
-//! Starting and stopping an agent: the kube client and pod watch, the gossip member, the
-//! collection loop that publishes what changed, the QUIC and HTTP servers.
+//! Starting and stopping an agent: [`start`] lists the agent's tasks (gossip member, pod and
+//! policy watches, policy enforcer, reward loop, QUIC and HTTP servers, collection loop); the
+//! functions below it set each one up.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -7,27 +8,23 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime};
 
 use anyhow::Context as _;
-use http_body_util::{BodyExt as _, Empty};
+use k8s_openapi::api::core::v1::Pod;
+use kube::runtime::reflector::Store;
 use parking_lot::RwLock;
 use prometheus_client::registry::Registry;
-use telemesh_core::gossip::{
-    DropReason, GossipConfig, GossipMember, Keyring, Member, Security, StateKey,
-};
+use telemesh_core::client::kube_client;
+use telemesh_core::gossip::{GossipMember, Member, Role, StateKey};
 use telemesh_core::pod::PodFigures;
 use telemesh_core::quic::server::{Handler, HandlerFuture, QuicServer};
 use telemesh_core::wire::Response;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::collect::prom::{ImportRule, parse_exposition};
-use crate::collect::{Collector, CollectorConfig, PodRef};
-use crate::config::{Config, GossipSecurity};
+use crate::collect::CollectorConfig;
+use crate::config::{Config, QuicConfig};
 use crate::http::HttpState;
-use crate::metrics::{
-    AgentMetrics, Direction, DirectionLabels, DropLabels, Liveness as PeerLiveness, MetricLabel,
-    PeerLabels,
-};
-use crate::publish::Publisher;
+use crate::metrics::AgentMetrics;
+use crate::shared::{SharedGossip, eviction_client};
 
 /// A running agent.
 pub struct Agent {
@@ -39,7 +36,7 @@ pub struct Agent {
     pub quic_addr: Option<SocketAddr>,
     stop: CancellationToken,
     tasks: TaskTracker,
-    gossip: Arc<tokio::sync::Mutex<Option<GossipMember>>>,
+    gossip: SharedGossip,
     grace: Duration,
 }
 
@@ -78,14 +75,211 @@ impl Agent {
     }
 }
 
-pub use telemesh_core::client::kube_client;
+/// Starts an agent; it runs until `stop` is cancelled (then call [`Agent::shutdown`]).
+pub async fn start(config: Config, stop: CancellationToken) -> anyhow::Result<Agent> {
+    let tasks = TaskTracker::new();
+    let mut registry = Registry::with_prefix("telemesh_agent");
+    let metrics = AgentMetrics::register(&mut registry);
 
-/// A client that does not retry 429s: for evictions, a disruption budget's refusal is the
-/// answer, tried again on a later pass, not fifteen times within the call.
-async fn eviction_client(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<kube::Client> {
-    let mut config = telemesh_core::client::kube_config(kubeconfig).await?;
-    config.default_retry = false;
-    kube::Client::try_from(config).context("building the Kubernetes client")
+    // Gossip first: it works without the API server.
+    let member = join_gossip(&config).await?;
+    let gossip_addr = member.id().gossip_addr;
+    let counters = member.counters();
+    let gossip: SharedGossip = Arc::new(tokio::sync::Mutex::new(Some(member)));
+
+    let client = kube_client(config.kubeconfig.as_deref()).await?;
+    let pods = crate::pods::watch_node_pods(client.clone(), &config.node_name, stop.child_token());
+    let pods_synced = Arc::new(AtomicBool::new(false));
+    tasks.spawn(mark_synced(pods.clone(), pods_synced.clone()));
+    let latest_samples: crate::enforcer::LatestSamples = Arc::new(RwLock::new(None));
+    let latest_pods: Arc<RwLock<Vec<PodFigures>>> = Arc::new(RwLock::new(Vec::new()));
+
+    tasks.spawn(crate::enforcer::run(
+        crate::enforcer::Inputs {
+            node_name: config.node_name.clone(),
+            client: client.clone(),
+            eviction_client: eviction_client(config.kubeconfig.as_deref()).await?,
+            policies: crate::policies::watch_policies(client.clone(), stop.child_token()),
+            pods: pods.clone(),
+            samples: latest_samples.clone(),
+            gossip: gossip.clone(),
+            config: config.policy.clone(),
+            metrics: metrics.clone(),
+        },
+        stop.child_token(),
+    ));
+    tasks.spawn(crate::rewards::run(
+        crate::rewards::Inputs {
+            pods: pods.clone(),
+            figures: latest_pods.clone(),
+            gossip: gossip.clone(),
+            metrics: metrics.clone(),
+            config: config.rewards.clone(),
+        },
+        stop.child_token(),
+    ));
+    let quic_addr = match &config.quic {
+        Some(quic) => Some(
+            serve_quic(
+                quic,
+                &config.node_name,
+                &latest_pods,
+                &gossip,
+                gossip_addr,
+                &tasks,
+                &stop,
+            )
+            .await?,
+        ),
+        None => None,
+    };
+    let http_state = Arc::new(HttpState {
+        registry,
+        ready: AtomicBool::new(false),
+        debug_state: debug_state(gossip.clone()),
+    });
+    let http_addr = serve_http(config.http_listen, http_state.clone(), &tasks, &stop).await?;
+    tasks.spawn(crate::collection::run(
+        crate::collection::Inputs {
+            node_name: config.node_name.clone(),
+            collector: CollectorConfig {
+                textfile_dir: config.textfile_dir.clone(),
+                ..CollectorConfig::with_root(config.host_root.clone())
+            },
+            interval: config.collect_interval,
+            deadband: config.deadband,
+            prometheus_endpoints: config
+                .prometheus_endpoints
+                .iter()
+                .filter_map(|u| u.parse().ok())
+                .collect(),
+            pods,
+            pods_synced,
+            gossip: gossip.clone(),
+            counters,
+            latest_pods,
+            latest_samples,
+            metrics,
+            http: http_state,
+        },
+        stop.child_token(),
+    ));
+
+    tracing::info!(
+        node.name = %config.node_name,
+        gossip.addr = %gossip_addr,
+        http.addr = %http_addr,
+        quic.addr = ?quic_addr,
+        "agent listening"
+    );
+    Ok(Agent {
+        gossip_addr,
+        http_addr,
+        quic_addr,
+        stop,
+        tasks,
+        gossip,
+        grace: config.shutdown_grace,
+    })
+}
+
+/// Joins the gossip as this node's agent.
+async fn join_gossip(config: &Config) -> anyhow::Result<GossipMember> {
+    let member_config = config
+        .gossip
+        .member_config(&config.node_name, Role::Agent)
+        .context("starting gossip")?;
+    GossipMember::start(member_config)
+        .await
+        .context("starting gossip")
+}
+
+/// Sets `synced` once the pod watch has its first full list.
+async fn mark_synced(pods: Store<Pod>, synced: Arc<AtomicBool>) {
+    if pods.wait_until_ready().await.is_ok() {
+        synced.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Starts the QUIC server and publishes where it listens to gossip; returns the bound address.
+async fn serve_quic(
+    quic: &QuicConfig,
+    node_name: &str,
+    latest_pods: &Arc<RwLock<Vec<PodFigures>>>,
+    gossip: &SharedGossip,
+    gossip_addr: SocketAddr,
+    tasks: &TaskTracker,
+    stop: &CancellationToken,
+) -> anyhow::Result<SocketAddr> {
+    let files = telemesh_core::quic::tls::TlsFiles {
+        ca: quic.ca.clone(),
+        cert_chain: quic.cert.clone(),
+        key: quic.key.clone(),
+    };
+    let tls = telemesh_core::quic::tls::server_config(&files).context("QUIC TLS")?;
+    let handler = Arc::new(QuicHandler {
+        node_name: node_name.to_owned(),
+        pods: latest_pods.clone(),
+    });
+    let server = QuicServer::bind(quic.listen, tls, handler).context("binding QUIC")?;
+    let addr = server.local_addr();
+    tasks.spawn(server.run(stop.child_token()));
+    // Tell the coordinator where to ask: the QUIC port at the address peers gossip with
+    // (a 0.0.0.0 listen address is not reachable as such).
+    let advertised = if addr.ip().is_unspecified() {
+        SocketAddr::new(gossip_addr.ip(), addr.port())
+    } else {
+        addr
+    };
+    if let Some(member) = gossip.lock().await.as_ref() {
+        member
+            .set(&StateKey::QuicAddr, &advertised.to_string())
+            .await
+            .context("publishing the QUIC address to gossip")?;
+    }
+    Ok(addr)
+}
+
+/// Binds the HTTP listener and serves /metrics, health and debug endpoints until `stop`.
+async fn serve_http(
+    listen: SocketAddr,
+    state: Arc<HttpState>,
+    tasks: &TaskTracker,
+    stop: &CancellationToken,
+) -> anyhow::Result<SocketAddr> {
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .with_context(|| {
+            format!("cannot listen on {listen} for HTTP; pick another --http-listen")
+        })?;
+    let addr = listener.local_addr()?;
+    let app = crate::http::router(state);
+    let stop = stop.child_token();
+    tasks.spawn(async move {
+        if let Err(e) = axum::serve(listener, app)
+            .with_graceful_shutdown(stop.cancelled_owned())
+            .await
+        {
+            tracing::error!(error = %e, "HTTP server stopped");
+        }
+    });
+    Ok(addr)
+}
+
+/// Renders `/debug/state` from the gossip member when asked.
+fn debug_state(
+    gossip: SharedGossip,
+) -> Box<dyn Fn() -> futures::future::BoxFuture<'static, serde_json::Value> + Send + Sync> {
+    Box::new(move || {
+        let gossip = gossip.clone();
+        Box::pin(async move {
+            let guard = gossip.lock().await;
+            match guard.as_ref() {
+                Some(member) => members_json(&member.members().await),
+                None => serde_json::json!({"members": []}),
+            }
+        })
+    })
 }
 
 /// Answers the coordinator's QUIC requests from the latest collection.
@@ -137,312 +331,4 @@ fn members_json(members: &[Member]) -> serde_json::Value {
         })
         .collect();
     serde_json::json!({ "members": list })
-}
-
-/// The gossip member, shared by the loops that publish; `None` once shutdown took it.
-pub type SharedGossip = Arc<tokio::sync::Mutex<Option<GossipMember>>>;
-
-/// Fetches and imports local Prometheus endpoints.
-async fn scrape(
-    client: &hyper_util::client::legacy::Client<
-        hyper_util::client::legacy::connect::HttpConnector,
-        Empty<bytes::Bytes>,
-    >,
-    urls: &[http::Uri],
-    rule: &ImportRule,
-) -> Vec<telemesh_core::metric::Sample> {
-    let mut out = Vec::new();
-    for url in urls {
-        let fetched = tokio::time::timeout(Duration::from_secs(2), async {
-            let resp = client.get(url.clone()).await?;
-            let body = resp.into_body().collect().await?.to_bytes();
-            Ok::<_, Box<dyn std::error::Error + Send + Sync>>(body)
-        })
-        .await;
-        match fetched {
-            Ok(Ok(body)) => {
-                let text = String::from_utf8_lossy(&body);
-                out.extend(parse_exposition(&text, rule).samples);
-            }
-            Ok(Err(e)) => {
-                tracing::debug!(url = %url, error = %e, "prometheus endpoint unreachable")
-            }
-            Err(_) => tracing::debug!(url = %url, "prometheus endpoint timed out"),
-        }
-    }
-    out
-}
-
-/// Starts an agent; it runs until `stop` is cancelled (then call [`Agent::shutdown`]).
-pub async fn start(config: Config, stop: CancellationToken) -> anyhow::Result<Agent> {
-    let tasks = TaskTracker::new();
-    let mut registry = Registry::with_prefix("telemesh_agent");
-    let metrics = AgentMetrics::register(&mut registry);
-
-    // Gossip first: it works without the API server.
-    let security = match &config.gossip_security {
-        GossipSecurity::Sealed(path) => {
-            Security::Sealed(Keyring::load(path).context("starting gossip")?)
-        }
-        GossipSecurity::Insecure => {
-            tracing::warn!(
-                "gossip is NOT encrypted (--insecure-gossip): use this only in a dev cluster"
-            );
-            Security::Insecure
-        }
-    };
-    let mut gossip_config = GossipConfig::new(
-        &config.node_name,
-        &config.cluster_id,
-        config.gossip_listen,
-        security,
-    );
-    gossip_config.advertise_addr = config.gossip_advertise;
-    gossip_config.seeds = config.gossip_seeds.clone();
-    gossip_config.gossip_interval = config.gossip_interval;
-    let member = GossipMember::start(gossip_config)
-        .await
-        .context("starting gossip")?;
-    let gossip_addr = member.id().gossip_addr;
-    let counters = member.counters();
-    let gossip = Arc::new(tokio::sync::Mutex::new(Some(member)));
-
-    let client = kube_client(config.kubeconfig.as_deref()).await?;
-    let pods = crate::pods::watch_node_pods(client.clone(), &config.node_name, stop.child_token());
-    let policy_store = crate::policies::watch_policies(client.clone(), stop.child_token());
-    let latest_samples: crate::enforcer::LatestSamples = Arc::new(RwLock::new(None));
-    {
-        let inputs = crate::enforcer::Inputs {
-            node_name: config.node_name.clone(),
-            client: client.clone(),
-            eviction_client: eviction_client(config.kubeconfig.as_deref()).await?,
-            policies: policy_store,
-            pods: pods.clone(),
-            samples: latest_samples.clone(),
-            gossip: gossip.clone(),
-            config: config.policy.clone(),
-            metrics: metrics.clone(),
-        };
-        tasks.spawn(crate::enforcer::run(inputs, stop.child_token()));
-    }
-    let pods_synced = Arc::new(AtomicBool::new(false));
-    {
-        let (pods, synced) = (pods.clone(), pods_synced.clone());
-        tasks.spawn(async move {
-            if pods.wait_until_ready().await.is_ok() {
-                synced.store(true, Ordering::Relaxed);
-            }
-        });
-    }
-
-    let latest_pods: Arc<RwLock<Vec<PodFigures>>> = Arc::new(RwLock::new(Vec::new()));
-    tasks.spawn(crate::rewards::run(
-        crate::rewards::Inputs {
-            pods: pods.clone(),
-            figures: latest_pods.clone(),
-            gossip: gossip.clone(),
-            metrics: metrics.clone(),
-            config: config.rewards.clone(),
-        },
-        stop.child_token(),
-    ));
-    let debug_gossip = gossip.clone();
-    let http_state = Arc::new(HttpState {
-        registry,
-        ready: AtomicBool::new(false),
-        debug_state: Box::new(move || {
-            let gossip = debug_gossip.clone();
-            Box::pin(async move {
-                let guard = gossip.lock().await;
-                match guard.as_ref() {
-                    Some(member) => members_json(&member.members().await),
-                    None => serde_json::json!({"members": []}),
-                }
-            })
-        }),
-    });
-
-    let quic_addr = match &config.quic {
-        Some(q) => {
-            let files = telemesh_core::quic::tls::TlsFiles {
-                ca: q.ca.clone(),
-                cert_chain: q.cert.clone(),
-                key: q.key.clone(),
-            };
-            let tls = telemesh_core::quic::tls::server_config(&files).context("QUIC TLS")?;
-            let handler = Arc::new(QuicHandler {
-                node_name: config.node_name.clone(),
-                pods: latest_pods.clone(),
-            });
-            let server = QuicServer::bind(q.listen, tls, handler).context("binding QUIC")?;
-            let addr = server.local_addr();
-            tasks.spawn(server.run(stop.child_token()));
-            // Tell the coordinator where to ask: the QUIC port at the address peers gossip with
-            // (a 0.0.0.0 listen address is not reachable as such).
-            let advertised = if addr.ip().is_unspecified() {
-                SocketAddr::new(gossip_addr.ip(), addr.port())
-            } else {
-                addr
-            };
-            if let Some(member) = gossip.lock().await.as_ref() {
-                member
-                    .set(&StateKey::QuicAddr, &advertised.to_string())
-                    .await
-                    .context("publishing the QUIC address to gossip")?;
-            }
-            Some(addr)
-        }
-        None => None,
-    };
-
-    let listener = tokio::net::TcpListener::bind(config.http_listen)
-        .await
-        .with_context(|| {
-            format!(
-                "cannot listen on {} for HTTP; pick another --http-listen",
-                config.http_listen
-            )
-        })?;
-    let http_addr = listener.local_addr()?;
-    let app = crate::http::router(http_state.clone());
-    let http_stop = stop.child_token();
-    tasks.spawn(async move {
-        if let Err(e) = axum::serve(listener, app)
-            .with_graceful_shutdown(http_stop.cancelled_owned())
-            .await
-        {
-            tracing::error!(error = %e, "HTTP server stopped");
-        }
-    });
-
-    // The collection loop.
-    let loop_stop = stop.child_token();
-    let gossip_loop = gossip.clone();
-    let node_name = config.node_name.clone();
-    let interval = config.collect_interval;
-    let band = config.deadband;
-    let collector_config = CollectorConfig {
-        textfile_dir: config.textfile_dir.clone(),
-        ..CollectorConfig::with_root(config.host_root.clone())
-    };
-    let urls: Vec<http::Uri> = config
-        .prometheus_endpoints
-        .iter()
-        .filter_map(|u| u.parse().ok())
-        .collect();
-    tasks.spawn(async move {
-        let mut collector = Some(Collector::new(collector_config.clone()));
-        let mut publisher = Publisher::new(band);
-        let http_client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new()).build_http();
-        let rule = ImportRule::default();
-        let mut tick = tokio::time::interval(interval);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-        let mut ready = false;
-        loop {
-            tokio::select! {
-                _ = loop_stop.cancelled() => break,
-                _ = tick.tick() => {}
-            }
-            let refs: Vec<PodRef> = crate::pods::pod_refs(&pods)
-                .into_iter()
-                .map(|(namespace, name, uid)| PodRef { namespace, name, uid })
-                .collect();
-            let started = std::time::Instant::now();
-            let Some(mut c) = collector.take() else { break };
-            // A pass over many cgroup and resctrl files blocks: keep it off the async workers.
-            let joined = tokio::task::spawn_blocking(move || {
-                let collection = c.sample(std::time::Instant::now(), &refs);
-                (c, collection)
-            })
-            .await;
-            let (c, mut collection) = match joined {
-                Ok(r) => r,
-                Err(e) => {
-                    tracing::error!(error = %e, "collection panicked; restarting the collector");
-                    (Collector::new(collector_config.clone()), Default::default())
-                }
-            };
-            collector = Some(c);
-            if !urls.is_empty() {
-                // Built-in metrics win a name clash (node-exporter also has `node_load1`).
-                let imported = scrape(&http_client, &urls, &rule).await;
-                crate::collect::prom::merge_imported(&mut collection.samples, imported);
-            }
-            metrics.collection_seconds.observe(started.elapsed().as_secs_f64());
-            for (source, err) in &collection.errors {
-                tracing::debug!(node.name = %node_name, source = %source, error = %err, "source unreadable");
-            }
-            for s in &collection.samples {
-                metrics.node_metric.get_or_create(&MetricLabel { metric: s.name.to_string() }).set(s.value);
-            }
-            *latest_pods.write() = collection.pods;
-            let selection = publisher.select(&collection.samples, tokio::time::Instant::now());
-            // Handed over, not copied: the policy loop is the last reader of this collection.
-            *latest_samples.write() = Some((SystemTime::now(), std::mem::take(&mut collection.samples)));
-            let guard = gossip_loop.lock().await;
-            let Some(member) = guard.as_ref() else { break };
-            if !selection.publish.is_empty() {
-                match member.publish_metrics(&selection.publish, SystemTime::now()).await {
-                    Ok(()) => {
-                        metrics.published.inc_by(selection.publish.len() as u64);
-                    }
-                    Err(e) => tracing::warn!(error = %e, "publishing to gossip failed"),
-                }
-            }
-            if !selection.gone.is_empty()
-                && let Err(e) = member.remove_metrics(&selection.gone).await
-            {
-                tracing::warn!(error = %e, "removing metrics from gossip failed");
-            }
-            // Counts only: parsing every member's state each tick would cost more than collecting.
-            let (alive, dead) = member.liveness_counts().await;
-            drop(guard);
-            let (alive, dead) = (alive as i64, dead as i64);
-            metrics.gossip_peers.get_or_create(&PeerLabels { state: PeerLiveness::Alive }).set(alive);
-            metrics.gossip_peers.get_or_create(&PeerLabels { state: PeerLiveness::Dead }).set(dead);
-            let stats = counters.snapshot();
-            for (reason, count) in DropReason::ALL.iter().zip(stats.dropped) {
-                catch_up(&metrics.gossip_dropped.get_or_create(&DropLabels { reason: reason.as_str().into() }), count);
-            }
-            for (direction, bytes, datagrams) in [
-                (Direction::In, stats.bytes_in, stats.datagrams_in),
-                (Direction::Out, stats.bytes_out, stats.datagrams_out),
-            ] {
-                let labels = DirectionLabels { direction };
-                catch_up(&metrics.gossip_bytes.get_or_create(&labels), bytes);
-                catch_up(&metrics.gossip_datagrams.get_or_create(&labels), datagrams);
-            }
-            // Ready once a collection went out and the pod watch has synced.
-            if !ready && pods_synced.load(Ordering::Relaxed) {
-                ready = true;
-                http_state.ready.store(true, Ordering::Relaxed);
-                tracing::info!(node.name = %node_name, "agent ready");
-            }
-        }
-    });
-
-    tracing::info!(
-        node.name = %config.node_name,
-        gossip.addr = %gossip_addr,
-        http.addr = %http_addr,
-        quic.addr = ?quic_addr,
-        "agent listening"
-    );
-    Ok(Agent {
-        gossip_addr,
-        http_addr,
-        quic_addr,
-        stop,
-        tasks,
-        gossip,
-        grace: config.shutdown_grace,
-    })
-}
-
-/// Brings a Prometheus counter up to a total counted elsewhere (the transport's atomics).
-fn catch_up(counter: &prometheus_client::metrics::counter::Counter, total: u64) {
-    let seen = counter.get();
-    if total > seen {
-        counter.inc_by(total - seen);
-    }
 }

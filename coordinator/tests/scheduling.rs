@@ -262,7 +262,7 @@ async fn extender_answers_from_gossiped_telemetry() {
     })
     .await;
     assert_eq!(
-        result.failed_nodes["sim-node-0"],
+        result.failed_and_unresolvable_nodes["sim-node-0"],
         "policy health-metric-demo/scheduling-policy dontschedule: node_metric LessThan 10 (value 5)"
     );
     assert!(result.error.is_empty());
@@ -301,7 +301,7 @@ async fn extender_answers_from_gossiped_telemetry() {
         r.nodes.unwrap().items,
         vec![by_name("sim-node-1"), by_name("sim-node-2")]
     );
-    assert!(r.failed_nodes.contains_key("sim-node-0"));
+    assert!(r.failed_and_unresolvable_nodes.contains_key("sim-node-0"));
 
     // A second replica gives the same answers.
     let replica = telemesh_coordinator::start(
@@ -326,7 +326,7 @@ async fn extender_answers_from_gossiped_telemetry() {
             || async move {
                 let r = filter(addr, &names).await;
                 (r.node_names.as_deref() == Some(&["sim-node-1".to_owned()][..])
-                    && r.failed_nodes
+                    && r.failed_and_unresolvable_nodes
                         .get("sim-node-2")
                         .is_some_and(|m| m.contains("(value 3)")))
                 .then_some(())

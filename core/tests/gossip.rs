@@ -6,7 +6,8 @@ use std::net::SocketAddr;
 use std::time::{Duration, SystemTime};
 
 use telemesh_core::gossip::{
-    DropReason, GossipConfig, GossipMember, Keyring, Liveness, MembershipEvent, Role, Security,
+    DropReason, GossipConfig, GossipMember, Keyring, Liveness, Member, MembershipEvent, Role,
+    Security,
 };
 use telemesh_core::metric::{MetricName, Sample};
 use telemesh_core::testing::eventually;
@@ -212,6 +213,49 @@ async fn stopped_members_are_reported_dead() {
         let view = m.members().await;
         let live = view.iter().filter(|x| x.liveness == Liveness::Live).count();
         assert_eq!(live, 3, "{view:?}");
+    }
+}
+
+/// The coordinator's view reads `members()` and then follows events: a member the read showed
+/// live must get a departure event when it goes, however soon after the read that is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_seen_live_is_reported_departed_however_soon_it_goes() {
+    // A fresh pair each round: the race depends on the phase between the observer's rounds and
+    // its reads, fixed for one observer.
+    for round in 0..8 {
+        let observer = GossipMember::start(config("observer", Security::Insecure, &[]))
+            .await
+            .unwrap();
+        let seed = observer.id().gossip_addr;
+        let mut events = observer.events();
+        let name = format!("brief-{round}");
+        let brief = GossipMember::start(config(&name, Security::Insecure, &[seed]))
+            .await
+            .unwrap();
+        // The newcomer must hear the observer too, or its leave has no one to push to.
+        let live = |view: Vec<Member>, node: &str| {
+            view.iter()
+                .any(|m| *m.id.node_name == *node && m.liveness == Liveness::Live)
+        };
+        eventually("each reads the other live", WITHIN, || async {
+            let heard = live(brief.members().await, "observer");
+            (heard && live(observer.members().await, &name)).then_some(())
+        })
+        .await;
+        // Gone at once: its `leaving` reaches the observer within a round.
+        brief.shutdown().await.unwrap();
+        let departed = async {
+            loop {
+                if let MembershipEvent::Departed { id, .. } = events.recv().await.unwrap()
+                    && *id.node_name == *name
+                {
+                    return;
+                }
+            }
+        };
+        tokio::time::timeout(WITHIN, departed)
+            .await
+            .unwrap_or_else(|_| panic!("no departure event for {name}, read live just before"));
     }
 }
 

@@ -1,5 +1,6 @@
 //! filter: a pod's `dontschedule` rules against each candidate node. Pure: a snapshot, the
-//! policy and the clock in, the kept and removed candidates out.
+//! policy and the clock in, the kept and removed candidates out, each removal with the
+//! [`Refusal`] that says whether preemption could ever make room there.
 
 use telemesh_core::policy::{Metrics, Policy, RuleSet, StrategyKind, Unknown};
 
@@ -7,13 +8,42 @@ use super::Settings;
 use super::parse::Candidates;
 use crate::view::Snapshot;
 
+/// Why the extender refused a node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// The node breaks the pod's policy's `dontschedule` rules.
+    DontSchedule,
+    /// The pod's type fares confidently below the reward floor on the node.
+    RewardFloor,
+}
+
+// === impl Refusal ===
+
+impl Refusal {
+    /// Returns whether evicting pods from the node could make it take the pod: kube-scheduler's
+    /// `FailedNodes` ("preemption may help") when true, `FailedAndUnresolvableNodes` (the node
+    /// is never a preemption candidate) when false.
+    ///
+    /// False for both. A dontschedule verdict is about the node's telemetry, which the filter
+    /// goes on refusing after any eviction: upstream nominates the node, the filter refuses it
+    /// again on the next attempt, and the victims died for nothing (issue 15). Whether evicting
+    /// a pod would ever bring a metric back under its target is a guess no one can check before
+    /// the kill. A reward is how pods of this type fare on this node, a property of the node
+    /// that other pods' eviction does not change either.
+    pub const fn preemption_may_help(self) -> bool {
+        match self {
+            Self::DontSchedule | Self::RewardFloor => false,
+        }
+    }
+}
+
 /// Which candidates a filter kept and which it removed, by index into the candidates.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct FilterDecision {
     /// Kept, in input order.
     pub passed: Vec<usize>,
-    /// Removed, in input order, with the reason naming policy, rule and value.
-    pub failed: Vec<(usize, String)>,
+    /// Removed, in input order, with why and the reason naming policy, rule and value.
+    pub failed: Vec<(usize, Refusal, String)>,
 }
 
 /// Evaluates `rules` (the policy's dontschedule) on every candidate at `now_ms`. Metrics older
@@ -40,8 +70,11 @@ pub fn filter(
         }
         // Only removed nodes pay for a reason.
         let reasons = reasons.get_or_insert_with(|| Reasons::new(policy, rules));
-        out.failed
-            .push((i, reasons.reason(rules, &readings, settings.unknown)));
+        out.failed.push((
+            i,
+            Refusal::DontSchedule,
+            reasons.reason(rules, &readings, settings.unknown),
+        ));
     }
     out
 }

@@ -24,6 +24,7 @@ pub mod preempt;
 pub mod prioritize;
 pub mod reward;
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -32,7 +33,7 @@ use telemesh_core::gossip::schema::unix_ms;
 use telemesh_core::policy::{Policy, Unknown};
 
 use self::filter::FilterDecision;
-use self::parse::{Args, Candidates, ParseError};
+use self::parse::{Candidates, ParseError};
 use self::preempt::{KeepVictims, VictimRanker};
 use self::reward::RewardSettings;
 use crate::metrics::{Outcome, RewardEffect};
@@ -71,6 +72,13 @@ impl Default for Settings {
             rewards: RewardSettings::default(),
         }
     }
+}
+
+/// What [`Extender::refuse`] decided, with what it means for metrics.
+struct Refused {
+    decision: FilterDecision,
+    outcome: Outcome,
+    reward: Option<RewardEffect>,
 }
 
 /// A reply: HTTP status and JSON body (never empty).
@@ -159,49 +167,11 @@ impl Extender {
             Ok(args) => args,
             Err(e) => return Handled::new(filter_error(&e), Outcome::Malformed),
         };
-        let policies = self.policies.load();
-        let (policy, outcome) = self.policy_of(&args, &policies);
-        let rules = policy.and_then(|p| p.dont_schedule.as_ref().map(|r| (p, r)));
-        let floor = self.settings.rewards.floor;
-        let view = (rules.is_some() || floor.is_some()).then(|| self.view.load());
-        let now_ms = unix_ms(SystemTime::now());
-        let mut decision = match (rules, &view) {
-            (Some((policy, rules)), Some(view)) => filter::filter(
-                view,
-                policy,
-                rules,
-                &args.candidates,
-                &self.settings,
-                now_ms,
-            ),
-            _ => FilterDecision {
-                passed: (0..args.candidates.len()).collect(),
-                failed: Vec::new(),
-            },
-        };
-        let mut reward = None;
-        if let (Some(floor), Some(view)) = (floor, &view)
-            && let Some(pod_type) = self.rewarded_type(view, &args.pod)
-        {
-            let (applied, dropped) = reward::apply_floor(
-                view,
-                &pod_type,
-                floor,
-                &self.settings.rewards.model,
-                &args.candidates,
-                &mut decision,
-                now_ms,
-            );
-            reward = applied.then_some(if dropped > 0 {
-                RewardEffect::Changed
-            } else {
-                RewardEffect::Unchanged
-            });
-        }
-        let outcome = match (outcome, rules) {
-            (Outcome::Evaluated, None) => Outcome::NoStrategy,
-            (o, _) => o,
-        };
+        let Refused {
+            decision,
+            outcome,
+            reward,
+        } = self.refuse(&args.pod, &args.candidates);
         let (passed, failed) = (decision.passed.len(), decision.failed.len());
         if failed > 0 {
             tracing::debug!(
@@ -221,6 +191,54 @@ impl Extender {
         }
     }
 
+    /// Which of `candidates` the pod's policy (dontschedule) and the reward floor refuse: the
+    /// filter's answer, and the nodes preempt takes out of the candidates.
+    fn refuse(&self, pod: &parse::PodInfo<'_>, candidates: &Candidates<'_>) -> Refused {
+        let policies = self.policies.load();
+        let (policy, outcome) = self.policy_of(pod, &policies);
+        let rules = policy.and_then(|p| p.dont_schedule.as_ref().map(|r| (p, r)));
+        let floor = self.settings.rewards.floor;
+        let view = (rules.is_some() || floor.is_some()).then(|| self.view.load());
+        let now_ms = unix_ms(SystemTime::now());
+        let mut decision = match (rules, &view) {
+            (Some((policy, rules)), Some(view)) => {
+                filter::filter(view, policy, rules, candidates, &self.settings, now_ms)
+            }
+            _ => FilterDecision {
+                passed: (0..candidates.len()).collect(),
+                failed: Vec::new(),
+            },
+        };
+        let mut reward = None;
+        if let (Some(floor), Some(view)) = (floor, &view)
+            && let Some(pod_type) = self.rewarded_type(view, pod)
+        {
+            let (applied, dropped) = reward::apply_floor(
+                view,
+                &pod_type,
+                floor,
+                &self.settings.rewards.model,
+                candidates,
+                &mut decision,
+                now_ms,
+            );
+            reward = applied.then_some(if dropped > 0 {
+                RewardEffect::Changed
+            } else {
+                RewardEffect::Unchanged
+            });
+        }
+        let outcome = match (outcome, rules) {
+            (Outcome::Evaluated, None) => Outcome::NoStrategy,
+            (o, _) => o,
+        };
+        Refused {
+            decision,
+            outcome,
+            reward,
+        }
+    }
+
     /// Answers a prioritize body.
     pub fn prioritize(&self, body: &[u8]) -> Handled {
         let args = match parse::parse_args(body) {
@@ -228,7 +246,7 @@ impl Extender {
             Err(e) => return Handled::new(error_object(&e.to_string()), Outcome::Malformed),
         };
         let policies = self.policies.load();
-        let (policy, outcome) = self.policy_of(&args, &policies);
+        let (policy, outcome) = self.policy_of(&args.pod, &policies);
         let rule = policy.and_then(|p| p.schedule_on_metric.as_ref());
         let outcome = match (outcome, rule) {
             (Outcome::Evaluated, None) => Outcome::NoStrategy,
@@ -278,7 +296,8 @@ impl Extender {
         handled
     }
 
-    /// Answers a preempt body.
+    /// Answers a preempt body: the scheduler's candidates without the nodes the pod's policy
+    /// refuses (as filter would), then the victim ranker's say.
     pub fn preempt(&self, body: &[u8]) -> Handled {
         let args: ExtenderPreemptionArgs = match serde_json::from_slice(body) {
             Ok(args) => args,
@@ -291,9 +310,34 @@ impl Extender {
                 );
             }
         };
-        let result = preempt::preempt(&args, &*self.victims);
+        let pod = args
+            .pod
+            .as_ref()
+            .map(parse::PodInfo::of)
+            .unwrap_or_default();
+        let candidates = Candidates::Names(
+            preempt::candidate_nodes(&args)
+                .map(std::borrow::Cow::Borrowed)
+                .collect(),
+        );
+        let Refused {
+            decision, outcome, ..
+        } = self.refuse(&pod, &candidates);
+        let refused: BTreeSet<&str> = decision
+            .failed
+            .iter()
+            .filter(|(_, refusal, _)| !refusal.preemption_may_help())
+            .map(|(i, _, _)| candidates.name(*i))
+            .collect();
+        if !refused.is_empty() {
+            tracing::debug!(
+                pod.namespace = %pod.namespace, pod.name = %pod.name,
+                refused = refused.len(), "preempt dropped candidate nodes the pod's policy refuses"
+            );
+        }
+        let result = preempt::preempt(&args, &refused, &*self.victims);
         match serde_json::to_vec(&result) {
-            Ok(body) => Handled::new(ok(body), Outcome::Evaluated),
+            Ok(body) => Handled::new(ok(body), outcome),
             Err(e) => Handled::new(
                 error_object(&format!("cannot encode the preemption result: {e}")),
                 Outcome::Malformed,
@@ -304,13 +348,13 @@ impl Extender {
     /// The pod's policy, or why there is none.
     fn policy_of<'p>(
         &self,
-        args: &Args<'_>,
+        pod: &parse::PodInfo<'_>,
         policies: &'p crate::policies::PolicySet,
     ) -> (Option<&'p Policy>, Outcome) {
-        let Some(name) = args.pod.policy.as_deref() else {
+        let Some(name) = pod.policy.as_deref() else {
             return (None, Outcome::NoPolicy);
         };
-        let namespace = match &*args.pod.namespace {
+        let namespace = match &*pod.namespace {
             "" => "default",
             ns => ns,
         };
@@ -318,7 +362,7 @@ impl Extender {
             Some(p) => (Some(p), Outcome::Evaluated),
             None => {
                 tracing::debug!(
-                    pod.namespace = %namespace, pod.name = %args.pod.name, policy.name = %name,
+                    pod.namespace = %namespace, pod.name = %pod.name, policy.name = %name,
                     "pod names a TASPolicy this replica does not know; passing it through"
                 );
                 (None, Outcome::PolicyNotFound)
@@ -379,17 +423,36 @@ fn encode_filter(candidates: &Candidates<'_>, decision: &FilterDecision) -> Vec<
             out.extend_from_slice(br#"]},"NodeNames":null"#);
         }
     }
+    // Refusals preemption could resolve go in FailedNodes, the others in
+    // FailedAndUnresolvableNodes, so kube-scheduler never preempts on them.
     out.extend_from_slice(br#","FailedNodes":{"#);
-    for (k, (i, reason)) in decision.failed.iter().enumerate() {
-        if k > 0 {
+    push_failed(&mut out, candidates, decision, true);
+    out.extend_from_slice(br#"},"FailedAndUnresolvableNodes":{"#);
+    push_failed(&mut out, candidates, decision, false);
+    out.extend_from_slice(br#"},"Error":""}"#);
+    out
+}
+
+/// Writes the `"node":"reason"` pairs of the refusals whose preemption_may_help is `resolvable`.
+fn push_failed(
+    out: &mut Vec<u8>,
+    candidates: &Candidates<'_>,
+    decision: &FilterDecision,
+    resolvable: bool,
+) {
+    let mut first = true;
+    for (i, refusal, reason) in &decision.failed {
+        if refusal.preemption_may_help() != resolvable {
+            continue;
+        }
+        if !first {
             out.push(b',');
         }
-        push_str(&mut out, candidates.name(*i));
+        first = false;
+        push_str(out, candidates.name(*i));
         out.push(b':');
-        push_str(&mut out, reason);
+        push_str(out, reason);
     }
-    out.extend_from_slice(br#"},"FailedAndUnresolvableNodes":{},"Error":""}"#);
-    out
 }
 
 /// Writes a `HostPriorityList`.

@@ -40,7 +40,38 @@ pub struct PodInfo<'a> {
 
 // === impl PodInfo ===
 
-impl PodInfo<'_> {
+impl<'a> PodInfo<'a> {
+    /// The same parts of a whole Pod (preempt's request carries one), borrowed from it.
+    pub fn of(pod: &'a Pod) -> Self {
+        let m = &pod.metadata;
+        let text = |s: &'a Option<String>| Cow::Borrowed(s.as_deref().unwrap_or_default());
+        let labels = m.labels.as_ref();
+        PodInfo {
+            namespace: text(&m.namespace),
+            name: text(&m.name),
+            uid: text(&m.uid),
+            policy: labels
+                .and_then(|l| l.get(POLICY_LINK_LABEL))
+                .map(|v| Cow::Borrowed(v.as_str())),
+            labels: labels
+                .into_iter()
+                .flatten()
+                .map(|(k, v)| (Cow::Borrowed(k.as_str()), Cow::Borrowed(v.as_str())))
+                .collect(),
+            controller: m
+                .owner_references
+                .iter()
+                .flatten()
+                .find(|o| o.controller == Some(true))
+                .map(|o| {
+                    (
+                        Cow::Borrowed(o.kind.as_str()),
+                        Cow::Borrowed(o.name.as_str()),
+                    )
+                }),
+        }
+    }
+
     /// Returns the pod's type, `<namespace>/<type>`, exactly as
     /// [`telemesh_core::reward::pod_type`] reads it from the whole Pod: that function is given
     /// a Pod holding only the parts it looks at (namespace, name, labels, controller).

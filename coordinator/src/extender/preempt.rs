@@ -1,6 +1,7 @@
-//! preempt: the scheduler's candidate victims, answered by UID. Pure.
+//! preempt: the scheduler's candidate victims, answered by UID, without the nodes the pod's
+//! policy refuses. Pure: which nodes are refused is the filter's decision, made by the caller.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::Pod;
 use telemesh_core::extender::{ExtenderPreemptionArgs, ExtenderPreemptionResult, MetaVictims};
@@ -21,17 +22,36 @@ impl VictimRanker for KeepVictims {
     fn rank(&self, _: Option<&Pod>, _: &mut BTreeMap<String, MetaVictims>) {}
 }
 
-/// Answers a preemption request: victims by UID (full victims are reduced to their UIDs), after
-/// `ranker` had its say.
+/// Returns the candidate nodes of a preemption request, in either form.
+pub fn candidate_nodes(args: &ExtenderPreemptionArgs) -> impl Iterator<Item = &str> {
+    let meta = args.node_name_to_meta_victims.iter().flat_map(|m| m.keys());
+    // The scheduler sends one form; full victims only when the meta form is absent.
+    let full = args
+        .node_name_to_victims
+        .iter()
+        .filter(|_| args.node_name_to_meta_victims.is_none())
+        .flat_map(|m| m.keys());
+    meta.chain(full).map(String::as_str)
+}
+
+/// Answers a preemption request: victims by UID (full victims are reduced to their UIDs) on
+/// every candidate node except the `refused` ones, after `ranker` had its say. A node left out
+/// of the reply is no longer a candidate: kube-scheduler neither evicts nor nominates there.
 pub fn preempt(
     args: &ExtenderPreemptionArgs,
+    refused: &BTreeSet<&str>,
     ranker: &dyn VictimRanker,
 ) -> ExtenderPreemptionResult {
     let mut victims: BTreeMap<String, MetaVictims> =
         match (&args.node_name_to_meta_victims, &args.node_name_to_victims) {
-            (Some(meta), _) => meta.clone(),
+            (Some(meta), _) => meta
+                .iter()
+                .filter(|(node, _)| !refused.contains(node.as_str()))
+                .map(|(node, v)| (node.clone(), v.clone()))
+                .collect(),
             (None, Some(full)) => full
                 .iter()
+                .filter(|(node, _)| !refused.contains(node.as_str()))
                 .map(|(node, v)| (node.clone(), v.to_meta()))
                 .collect(),
             (None, None) => BTreeMap::new(),
@@ -39,5 +59,74 @@ pub fn preempt(
     ranker.rank(args.pod.as_ref(), &mut victims);
     ExtenderPreemptionResult {
         node_name_to_meta_victims: Some(victims),
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use telemesh_core::extender::{MetaPod, Victims};
+
+    use super::*;
+
+    fn meta(uid: &str) -> MetaVictims {
+        MetaVictims {
+            pods: vec![MetaPod { uid: uid.into() }],
+            num_pdb_violations: 0,
+        }
+    }
+
+    #[test]
+    fn refused_nodes_are_dropped_in_both_forms() {
+        let cached = ExtenderPreemptionArgs {
+            pod: None,
+            node_name_to_victims: None,
+            node_name_to_meta_victims: Some(BTreeMap::from([
+                ("hot".to_owned(), meta("a")),
+                ("ok".to_owned(), meta("b")),
+            ])),
+        };
+        assert_eq!(candidate_nodes(&cached).collect::<Vec<_>>(), ["hot", "ok"]);
+        let refused = BTreeSet::from(["hot"]);
+        let r = preempt(&cached, &refused, &KeepVictims);
+        assert_eq!(
+            r.node_name_to_meta_victims,
+            Some(BTreeMap::from([("ok".to_owned(), meta("b"))]))
+        );
+
+        let mut victim = Pod::default();
+        victim.metadata.uid = Some("c".into());
+        let full = ExtenderPreemptionArgs {
+            pod: None,
+            node_name_to_victims: Some(BTreeMap::from([
+                (
+                    "hot".to_owned(),
+                    Victims {
+                        pods: vec![victim.clone()],
+                        num_pdb_violations: 0,
+                    },
+                ),
+                (
+                    "ok".to_owned(),
+                    Victims {
+                        pods: vec![victim],
+                        num_pdb_violations: 0,
+                    },
+                ),
+            ])),
+            node_name_to_meta_victims: None,
+        };
+        assert_eq!(candidate_nodes(&full).collect::<Vec<_>>(), ["hot", "ok"]);
+        let r = preempt(&full, &refused, &KeepVictims);
+        assert_eq!(
+            r.node_name_to_meta_victims,
+            Some(BTreeMap::from([("ok".to_owned(), meta("c"))]))
+        );
+        let all = preempt(&full, &BTreeSet::from(["hot", "ok"]), &KeepVictims);
+        assert_eq!(
+            all.node_name_to_meta_victims,
+            Some(BTreeMap::new()),
+            "every node refused: an empty map, which stops preemption"
+        );
     }
 }

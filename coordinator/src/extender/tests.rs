@@ -136,14 +136,15 @@ fn filter_removes_violators_with_a_reason_naming_policy_rule_and_value() {
     );
     assert_eq!(r.nodes, None);
     assert_eq!(
-        r.failed_nodes,
+        r.failed_and_unresolvable_nodes,
         BTreeMap::from([(
             "n2".to_owned(),
             "policy health-metric-demo/scheduling-policy dontschedule: node_metric LessThan 10 (value 5)"
                 .to_owned()
         )])
     );
-    assert!(r.failed_and_unresolvable_nodes.is_empty() && r.error.is_empty());
+    // A dontschedule refusal is about the node's telemetry: preemption cannot help there.
+    assert!(r.failed_nodes.is_empty() && r.error.is_empty());
     assert_eq!((h.passed, h.failed), (3, 1));
 }
 
@@ -155,7 +156,8 @@ fn full_node_requests_round_trip_the_real_types() {
     // The surviving Node comes back as it was sent, and parses into the k8s-openapi type.
     assert_eq!(r.nodes.unwrap().items, vec![node("n1")]);
     assert_eq!(r.node_names, None);
-    assert!(r.failed_nodes.contains_key("n2"));
+    assert!(r.failed_and_unresolvable_nodes.contains_key("n2"));
+    assert!(r.failed_nodes.is_empty());
 
     let scores = priorities(&ext.prioritize(&full_args(POLICY, &["n1", "n2"])));
     assert_eq!(scores, [("n1".to_owned(), 10), ("n2".to_owned(), 1)]);
@@ -168,7 +170,7 @@ fn captured_tas_style_request_gets_the_expected_response() {
     let request = r#"{"Pod":{"metadata":{"name":"demo-app-7d9c","namespace":"health-metric-demo","uid":"0c5b","creationTimestamp":null,"labels":{"app":"demo","telemetry-policy":"scheduling-policy"}},"spec":{"containers":[{"name":"nginx","image":"nginx","resources":{"limits":{"telemetry/scheduling":"1"}}}]},"status":{}},"Nodes":{"metadata":{},"items":[{"metadata":{"name":"node-a","uid":"a1","creationTimestamp":null,"labels":{"kubernetes.io/hostname":"node-a"}},"spec":{},"status":{"capacity":{"cpu":"4"}}},{"metadata":{"name":"node-b","uid":"b1","creationTimestamp":null},"spec":{},"status":{}}]},"NodeNames":null}"#;
     let ext = fresh(&[("node-a", 12.0), ("node-b", 3.0)]);
     let h = ext.filter(request.as_bytes());
-    let expected = r#"{"Nodes":{"metadata":{},"items":[{"metadata":{"name":"node-a","uid":"a1","creationTimestamp":null,"labels":{"kubernetes.io/hostname":"node-a"}},"spec":{},"status":{"capacity":{"cpu":"4"}}}]},"NodeNames":null,"FailedNodes":{"node-b":"policy health-metric-demo/scheduling-policy dontschedule: node_metric LessThan 10 (value 3)"},"FailedAndUnresolvableNodes":{},"Error":""}"#;
+    let expected = r#"{"Nodes":{"metadata":{},"items":[{"metadata":{"name":"node-a","uid":"a1","creationTimestamp":null,"labels":{"kubernetes.io/hostname":"node-a"}},"spec":{},"status":{"capacity":{"cpu":"4"}}}]},"NodeNames":null,"FailedNodes":{},"FailedAndUnresolvableNodes":{"node-b":"policy health-metric-demo/scheduling-policy dontschedule: node_metric LessThan 10 (value 3)"},"Error":""}"#;
     assert_eq!(String::from_utf8(h.reply.body).unwrap(), expected);
 
     let h = ext.prioritize(request.as_bytes());
@@ -234,11 +236,11 @@ fn unknown_metrics_follow_the_setting_in_filter() {
     let r = filter_result(&ext.filter(&body));
     assert_eq!(r.node_names, Some(vec!["ok".into()]));
     assert!(
-        r.failed_nodes["stale"].contains("(value stale 1)"),
+        r.failed_and_unresolvable_nodes["stale"].contains("(value stale 1)"),
         "{:?}",
-        r.failed_nodes
+        r.failed_and_unresolvable_nodes
     );
-    assert!(r.failed_nodes["absent"].contains("(value missing)"));
+    assert!(r.failed_and_unresolvable_nodes["absent"].contains("(value missing)"));
 }
 
 #[test]
@@ -252,7 +254,7 @@ fn pods_without_a_known_policy_pass_through() {
         assert_eq!(h.outcome, outcome);
         let r = filter_result(&h);
         assert_eq!(r.node_names, Some(vec!["n1".into(), "n2".into()]));
-        assert!(r.failed_nodes.is_empty());
+        assert!(r.failed_and_unresolvable_nodes.is_empty());
         let h = ext.prioritize(&names_args(policy, &["n1"]));
         assert_eq!(h.reply.body, b"[]");
         // Full-node mode echoes every Node.
@@ -369,6 +371,77 @@ fn preempt_returns_the_victims_by_uid() {
         String::from_utf8(h.reply.body).unwrap(),
         r#"{"NodeNameToMetaVictims":{"n1":{"Pods":[{"UID":"uid-1"}],"NumPDBViolations":1}}}"#
     );
+}
+
+#[test]
+fn preempt_drops_the_nodes_the_pods_policy_refuses_in_both_modes() {
+    let ext = fresh(&[("ok", 50.0), ("hot", 5.0)]);
+    let victim = |uid: &str| {
+        let mut p = pod(None);
+        p.metadata.uid = Some(uid.into());
+        p
+    };
+    let full = ExtenderPreemptionArgs {
+        pod: Some(pod(POLICY)),
+        node_name_to_victims: Some(BTreeMap::from([
+            (
+                "ok".to_owned(),
+                Victims {
+                    pods: vec![victim("v-ok")],
+                    num_pdb_violations: 0,
+                },
+            ),
+            (
+                "hot".to_owned(),
+                Victims {
+                    pods: vec![victim("v-hot")],
+                    num_pdb_violations: 0,
+                },
+            ),
+        ])),
+        node_name_to_meta_victims: None,
+    };
+    let only_ok = BTreeMap::from([(
+        "ok".to_owned(),
+        MetaVictims {
+            pods: vec![MetaPod { uid: "v-ok".into() }],
+            num_pdb_violations: 0,
+        },
+    )]);
+    let h = ext.preempt(&serde_json::to_vec(&full).unwrap());
+    assert_eq!(h.outcome, Outcome::Evaluated);
+    let r: ExtenderPreemptionResult = serde_json::from_slice(&h.reply.body).unwrap();
+    assert_eq!(r.node_name_to_meta_victims.as_ref(), Some(&only_ok));
+
+    let cached = ExtenderPreemptionArgs {
+        node_name_to_victims: None,
+        node_name_to_meta_victims: Some(
+            full.node_name_to_victims
+                .as_ref()
+                .unwrap()
+                .iter()
+                .map(|(n, v)| (n.clone(), v.to_meta()))
+                .collect(),
+        ),
+        ..full.clone()
+    };
+    let r: ExtenderPreemptionResult = serde_json::from_slice(
+        &ext.preempt(&serde_json::to_vec(&cached).unwrap())
+            .reply
+            .body,
+    )
+    .unwrap();
+    assert_eq!(r.node_name_to_meta_victims.as_ref(), Some(&only_ok));
+
+    // A pod without a policy keeps every candidate.
+    let unlinked = ExtenderPreemptionArgs {
+        pod: Some(pod(None)),
+        ..cached
+    };
+    let h = ext.preempt(&serde_json::to_vec(&unlinked).unwrap());
+    assert_eq!(h.outcome, Outcome::NoPolicy);
+    let r: ExtenderPreemptionResult = serde_json::from_slice(&h.reply.body).unwrap();
+    assert_eq!(r.node_name_to_meta_victims.map(|m| m.len()), Some(2));
 }
 
 /// The allocation-free check agrees with the policy module's evaluation.
@@ -591,6 +664,12 @@ mod rewards {
             let b = body(p.clone(), &["n1"]);
             let args = parse::parse_args(&b).unwrap();
             assert_eq!(args.pod.pod_type(), telemesh_core::reward::pod_type(&p));
+            // preempt reads the same parts from a whole Pod.
+            let mut of = parse::PodInfo::of(&p);
+            let mut parsed = args.pod.clone();
+            of.labels.sort();
+            parsed.labels.sort();
+            assert_eq!(of, parsed);
         }
     }
 
@@ -745,10 +824,13 @@ mod rewards {
         let r = filter_result(&h);
         assert_eq!(r.node_names, Some(vec!["ok".into(), "decayed".into()]));
         assert_eq!(
-            r.failed_nodes["bad"],
+            r.failed_and_unresolvable_nodes["bad"],
             "reward of health-metric-demo/D on bad is confidently below 0.4 (mean 0.17, evidence 4.0)"
         );
-        assert!(r.failed_nodes["cold"].starts_with("policy health-metric-demo/scheduling-policy"));
+        assert!(
+            r.failed_and_unresolvable_nodes["cold"]
+                .starts_with("policy health-metric-demo/scheduling-policy")
+        );
         assert_eq!((h.passed, h.failed), (2, 2));
         assert_eq!(h.reward, Some(RewardEffect::Changed));
         // Without a policy too; a floor below the node's optimistic bound keeps it.

@@ -9,7 +9,7 @@
 //! once instead of after the failure detector's timeout. Dropping a member stops it without
 //! leaving, as a crash would.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashSet};
 use std::fmt;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -24,6 +24,7 @@ use tokio::sync::{Mutex, broadcast};
 
 use super::AbortOnDrop;
 use super::keyring::Keyring;
+use super::membership::Membership;
 use super::relay::{Protection, RelayConfig, RelayTransport, TransportCounters, TransportStats};
 use super::schema::{self, NodeState, Role, SchemaError, StateKey};
 use super::seal::Sealer;
@@ -322,6 +323,8 @@ pub struct GossipMember {
     counters: Arc<TransportCounters>,
     sealer: Option<Sealer>,
     events: broadcast::Sender<MembershipEvent>,
+    /// Locked inside the chitchat lock, by the round's watcher and by every liveness read.
+    membership: Arc<parking_lot::Mutex<Membership>>,
     gossip_interval: Duration,
     leave_timeout: Duration,
     /// Whether the counters see this member's datagrams (our relay transport), so a leave can
@@ -420,9 +423,10 @@ impl GossipMember {
         .map_err(|e| GossipError::Start { source: e.into() })?;
         let chitchat = handle.chitchat();
         let (events, _) = broadcast::channel(EVENT_CAPACITY);
+        let membership = Arc::new(parking_lot::Mutex::new(Membership::new(events.clone())));
         let watcher = tokio::spawn(watch_membership(
             chitchat.clone(),
-            events.clone(),
+            membership.clone(),
             config.gossip_interval,
         ));
         let id = MemberId::from(&chitchat_id);
@@ -436,6 +440,7 @@ impl GossipMember {
             counters: counters.unwrap_or_default(),
             sealer,
             events,
+            membership,
             gossip_interval: config.gossip_interval,
             leave_timeout: config.leave_timeout,
             _watcher: AbortOnDrop(watcher),
@@ -538,6 +543,8 @@ impl GossipMember {
     /// listed too (`state.role`), so cluster views keep only `state.is_agent()`.
     pub async fn members(&self) -> Vec<Member> {
         let chitchat = self.chitchat.lock().await;
+        // What this read shows live has been reported as joined, so its departure will be.
+        self.membership.lock().sync(&chitchat);
         let live: HashSet<&ChitchatId> = chitchat.live_nodes().collect();
         let mut newest: BTreeMap<&str, (&ChitchatId, &chitchat::NodeState)> = BTreeMap::new();
         for (id, node) in chitchat.node_states() {
@@ -561,6 +568,7 @@ impl GossipMember {
             .iter()
             .filter(|(id, _)| &*id.node_id == node_name)
             .max_by_key(|(id, _)| id.generation_id)?;
+        self.membership.lock().sync_one(&chitchat, id);
         let live = chitchat.live_nodes().any(|l| l == id);
         Some(describe(&chitchat, id, node, live))
     }
@@ -585,8 +593,10 @@ impl GossipMember {
         (live.len(), dead)
     }
 
-    /// Membership changes from now on. A receiver that lags gets `RecvError::Lagged` and should
-    /// resynchronise with [`Self::members`].
+    /// Membership changes from now on. Subscribe, then read [`Self::members`]: every member a
+    /// read shows live has been reported as joined by then, and its departure will be reported
+    /// however soon after the read it comes. A receiver that lags gets `RecvError::Lagged` and
+    /// should resynchronise with [`Self::members`].
     pub fn events(&self) -> broadcast::Receiver<MembershipEvent> {
         self.events.subscribe()
     }
@@ -704,52 +714,19 @@ fn describe(
     }
 }
 
-/// Turns the failure detector's live set into join, update and departure events, once per
-/// gossip round (chitchat updates liveness once a round, so polling loses nothing). Members
-/// that announced leaving count as departed at once.
+/// Reports membership changes once per gossip round (chitchat updates liveness once a round),
+/// for listeners when nobody reads members.
 async fn watch_membership(
     chitchat: Arc<Mutex<Chitchat>>,
-    events: broadcast::Sender<MembershipEvent>,
+    membership: Arc<parking_lot::Mutex<Membership>>,
     interval: Duration,
 ) {
-    let leaving_key = StateKey::Leaving.to_string();
-    let mut known: HashMap<ChitchatId, u64> = HashMap::new();
-    let mut current: HashMap<ChitchatId, u64> = HashMap::new();
     let mut tick = tokio::time::interval(interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
-        let mut batch = Vec::new();
-        {
-            let chitchat = chitchat.lock().await;
-            current.clear();
-            current.extend(chitchat.live_nodes().filter_map(|id| {
-                let state = chitchat.node_state(id)?;
-                let staying = state.get(&leaving_key).is_none();
-                staying.then(|| (id.clone(), state.max_version()))
-            }));
-            for (id, version) in &current {
-                match known.get(id) {
-                    None => batch.push(MembershipEvent::Joined(id.into())),
-                    Some(v) if v != version => batch.push(MembershipEvent::Updated(id.into())),
-                    Some(_) => {}
-                }
-            }
-            for id in known.keys().filter(|id| !current.contains_key(*id)) {
-                let left = chitchat
-                    .node_state(id)
-                    .is_some_and(|s| s.get(&leaving_key).is_some());
-                batch.push(MembershipEvent::Departed {
-                    id: id.into(),
-                    left,
-                });
-            }
-        }
-        for event in batch {
-            // No receiver is fine: events are for whoever listens.
-            let _ = events.send(event);
-        }
-        std::mem::swap(&mut known, &mut current);
+        let chitchat = chitchat.lock().await;
+        membership.lock().sync(&chitchat);
     }
 }
 

@@ -4,9 +4,11 @@
 //! - [`keyring`] and [`seal`]: the AEAD keys from a mounted Secret and the datagram framing.
 //! - [`relay`]: the transport adapter that seals chitchat's datagrams at a socket we own.
 //! - [`member`]: one chitchat member (agent or observer) with publish, read, watch and leave.
+//! - `membership`: the failure detector's live set diffed into membership events.
 
 pub mod keyring;
 pub mod member;
+mod membership;
 pub mod relay;
 pub mod schema;
 pub mod seal;

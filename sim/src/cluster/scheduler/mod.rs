@@ -304,18 +304,16 @@ impl Scheduler {
             }
             match e.filter(&self.args(pod, &feasible, nodes, e)).await {
                 Ok(result) => {
-                    let survivors: BTreeSet<String> = match (result.node_names, result.nodes) {
-                        (Some(names), _) => names.into_iter().collect(),
+                    let survivors: BTreeSet<String> = match (&result.node_names, &result.nodes) {
+                        (Some(names), _) => names.iter().cloned().collect(),
                         (None, Some(list)) => list.items.iter().map(|n| n.name_any()).collect(),
                         (None, None) => BTreeSet::new(),
                     };
-                    for (node, why) in result
-                        .failed_nodes
-                        .into_iter()
-                        .chain(result.failed_and_unresolvable_nodes)
-                    {
-                        reasons.push(why.clone());
-                        filtered.insert(node, why);
+                    // Each node once, unresolvable first, as upstream records statuses (sim
+                    // does not preempt, so only the reasons are used).
+                    for (node, rejection) in extender::rejections(&result) {
+                        reasons.push(rejection.reason.clone());
+                        filtered.insert(node, rejection.reason);
                     }
                     feasible.retain(|n| survivors.contains(n));
                 }

@@ -1,0 +1,227 @@
+//! The collection loop: sample the node every interval, import local Prometheus endpoints,
+//! publish what changed to gossip, hand the figures to the policy, reward and QUIC readers, and
+//! keep the gossip gauges and the readiness flag current.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, SystemTime};
+
+use http_body_util::{BodyExt as _, Empty};
+use k8s_openapi::api::core::v1::Pod;
+use kube::runtime::reflector::Store;
+use parking_lot::RwLock;
+use telemesh_core::gossip::{DropReason, GossipMember, TransportCounters};
+use telemesh_core::metric::{MetricName, Sample};
+use telemesh_core::pod::PodFigures;
+use tokio_util::sync::CancellationToken;
+
+use crate::collect::prom::{ImportRule, parse_exposition};
+use crate::collect::{Collection, Collector, CollectorConfig, PodRef};
+use crate::enforcer::LatestSamples;
+use crate::http::HttpState;
+use crate::metrics::{
+    AgentMetrics, Direction, DirectionLabels, DropLabels, Liveness as PeerLiveness, MetricLabel,
+    PeerLabels,
+};
+use crate::publish::{Deadband, Publisher};
+use crate::shared::SharedGossip;
+
+type HttpClient = hyper_util::client::legacy::Client<
+    hyper_util::client::legacy::connect::HttpConnector,
+    Empty<bytes::Bytes>,
+>;
+
+/// What the loop reads and feeds.
+pub struct Inputs {
+    /// This node.
+    pub node_name: String,
+    /// Where and what to sample.
+    pub collector: CollectorConfig,
+    /// Sampling period.
+    pub interval: Duration,
+    /// When a changed metric is republished.
+    pub deadband: Deadband,
+    /// Local Prometheus endpoints to import.
+    pub prometheus_endpoints: Vec<http::Uri>,
+    /// This node's pods.
+    pub pods: Store<Pod>,
+    /// Whether the pod watch has synced (readiness waits for it).
+    pub pods_synced: Arc<AtomicBool>,
+    /// The gossip member (None once shut down: the loop ends).
+    pub gossip: SharedGossip,
+    /// The gossip transport's counters, exported as metrics.
+    pub counters: Arc<TransportCounters>,
+    /// Per-pod figures for the reward loop and the QUIC server.
+    pub latest_pods: Arc<RwLock<Vec<PodFigures>>>,
+    /// Node samples for the policy loop.
+    pub latest_samples: LatestSamples,
+    /// Metrics.
+    pub metrics: AgentMetrics,
+    /// Readiness flag.
+    pub http: Arc<HttpState>,
+}
+
+/// Runs the loop until `stop` (or until gossip is shut down).
+pub async fn run(inputs: Inputs, stop: CancellationToken) {
+    let mut collector = Some(Collector::new(inputs.collector.clone()));
+    let mut publisher = Publisher::new(inputs.deadband);
+    let http_client: HttpClient =
+        hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+            .build_http();
+    let rule = ImportRule::default();
+    let mut tick = tokio::time::interval(inputs.interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    let mut ready = false;
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => break,
+            _ = tick.tick() => {}
+        }
+        let started = std::time::Instant::now();
+        let Some(c) = collector.take() else { break };
+        let (c, mut collection) = sample(c, &inputs).await;
+        collector = Some(c);
+        if !inputs.prometheus_endpoints.is_empty() {
+            // Built-in metrics win a name clash (node-exporter also has `node_load1`).
+            let imported = scrape(&http_client, &inputs.prometheus_endpoints, &rule).await;
+            crate::collect::prom::merge_imported(&mut collection.samples, imported);
+        }
+        let metrics = &inputs.metrics;
+        metrics
+            .collection_seconds
+            .observe(started.elapsed().as_secs_f64());
+        for (source, err) in &collection.errors {
+            tracing::debug!(node.name = %inputs.node_name, source = %source, error = %err, "source unreadable");
+        }
+        for s in &collection.samples {
+            metrics
+                .node_metric
+                .get_or_create(&MetricLabel {
+                    metric: s.name.to_string(),
+                })
+                .set(s.value);
+        }
+        *inputs.latest_pods.write() = collection.pods;
+        let selection = publisher.select(&collection.samples, tokio::time::Instant::now());
+        // Handed over, not copied: the policy loop is the last reader of this collection.
+        *inputs.latest_samples.write() =
+            Some((SystemTime::now(), std::mem::take(&mut collection.samples)));
+        let guard = inputs.gossip.lock().await;
+        let Some(member) = guard.as_ref() else { break };
+        publish(member, &selection.publish, &selection.gone, metrics).await;
+        // Counts only: parsing every member's state each tick would cost more than collecting.
+        let (alive, dead) = member.liveness_counts().await;
+        drop(guard);
+        export_gossip(metrics, &inputs.counters, alive, dead);
+        // Ready once a collection went out and the pod watch has synced.
+        if !ready && inputs.pods_synced.load(Ordering::Relaxed) {
+            ready = true;
+            inputs.http.ready.store(true, Ordering::Relaxed);
+            tracing::info!(node.name = %inputs.node_name, "agent ready");
+        }
+    }
+}
+
+/// One pass over the node's files, off the async workers (many cgroup and resctrl files
+/// block). A panicking pass restarts the collector.
+async fn sample(mut collector: Collector, inputs: &Inputs) -> (Collector, Collection) {
+    let refs: Vec<PodRef> = crate::pods::pod_refs(&inputs.pods)
+        .into_iter()
+        .map(|(namespace, name, uid)| PodRef {
+            namespace,
+            name,
+            uid,
+        })
+        .collect();
+    let joined = tokio::task::spawn_blocking(move || {
+        let collection = collector.sample(std::time::Instant::now(), &refs);
+        (collector, collection)
+    })
+    .await;
+    match joined {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::error!(error = %e, "collection panicked; restarting the collector");
+            (Collector::new(inputs.collector.clone()), Default::default())
+        }
+    }
+}
+
+/// Publishes changed metrics and deletes the ones no longer measured.
+async fn publish(
+    member: &GossipMember,
+    changed: &[Sample],
+    gone: &[MetricName],
+    metrics: &AgentMetrics,
+) {
+    if !changed.is_empty() {
+        match member.publish_metrics(changed, SystemTime::now()).await {
+            Ok(()) => {
+                metrics.published.inc_by(changed.len() as u64);
+            }
+            Err(e) => tracing::warn!(error = %e, "publishing to gossip failed"),
+        }
+    }
+    if !gone.is_empty()
+        && let Err(e) = member.remove_metrics(gone).await
+    {
+        tracing::warn!(error = %e, "removing metrics from gossip failed");
+    }
+}
+
+/// Peer counts, dropped datagrams and traffic by direction.
+fn export_gossip(metrics: &AgentMetrics, counters: &TransportCounters, alive: usize, dead: usize) {
+    for (state, count) in [(PeerLiveness::Alive, alive), (PeerLiveness::Dead, dead)] {
+        metrics
+            .gossip_peers
+            .get_or_create(&PeerLabels { state })
+            .set(count as i64);
+    }
+    let stats = counters.snapshot();
+    for (reason, count) in DropReason::ALL.iter().zip(stats.dropped) {
+        let labels = DropLabels {
+            reason: reason.as_str().into(),
+        };
+        catch_up(&metrics.gossip_dropped.get_or_create(&labels), count);
+    }
+    for (direction, bytes, datagrams) in [
+        (Direction::In, stats.bytes_in, stats.datagrams_in),
+        (Direction::Out, stats.bytes_out, stats.datagrams_out),
+    ] {
+        let labels = DirectionLabels { direction };
+        catch_up(&metrics.gossip_bytes.get_or_create(&labels), bytes);
+        catch_up(&metrics.gossip_datagrams.get_or_create(&labels), datagrams);
+    }
+}
+
+/// Brings a Prometheus counter up to a total counted elsewhere (the transport's atomics).
+fn catch_up(counter: &prometheus_client::metrics::counter::Counter, total: u64) {
+    let seen = counter.get();
+    if total > seen {
+        counter.inc_by(total - seen);
+    }
+}
+
+/// Fetches and imports local Prometheus endpoints.
+async fn scrape(client: &HttpClient, urls: &[http::Uri], rule: &ImportRule) -> Vec<Sample> {
+    let mut out = Vec::new();
+    for url in urls {
+        let fetched = tokio::time::timeout(Duration::from_secs(2), async {
+            let resp = client.get(url.clone()).await?;
+            let body = resp.into_body().collect().await?.to_bytes();
+            Ok::<_, Box<dyn std::error::Error + Send + Sync>>(body)
+        })
+        .await;
+        match fetched {
+            Ok(Ok(body)) => {
+                let text = String::from_utf8_lossy(&body);
+                out.extend(parse_exposition(&text, rule).samples);
+            }
+            Ok(Err(e)) => {
+                tracing::debug!(url = %url, error = %e, "prometheus endpoint unreachable")
+            }
+            Err(_) => tracing::debug!(url = %url, "prometheus endpoint timed out"),
+        }
+    }
+    out
+}
