@@ -1,6 +1,7 @@
 //! The official Kubernetes Python client against telemesh-sim: runs `tests/python/sim_client.py`
 //! (create, read, list with selectors, patch, watch and delete of pods, deployments, configmaps,
-//! events and a custom resource) against an in-process sim.
+//! events and a custom resource) and `tests/python/read_every_kind.py` (list and read of every
+//! kind discovery lists, through the typed API) against an in-process sim.
 //!
 //! Needs `python3` with `kubernetes==37.0.2`; set `PYTHON` to use another interpreter.
 
@@ -36,21 +37,21 @@ async fn require_python_client() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn official_python_client_works_against_sim() {
+/// Runs `tests/python/<script>` with the sim's kubeconfig and asserts it printed `done`.
+async fn run_script(script: &str, done: &str) {
     require_python_client().await;
     let env = SimEnv::start(2).await;
-    // Run as `python3 tests/python/sim_client.py KUBECONFIG` from the workspace root.
+    // Run as `python3 tests/python/<script> KUBECONFIG` from the workspace root.
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
-    let script = Path::new("tests/python/sim_client.py");
+    let script = Path::new("tests/python").join(script);
     assert!(
-        root.join(script).is_file(),
+        root.join(&script).is_file(),
         "{} is missing",
-        root.join(script).display()
+        root.join(&script).display()
     );
     let child = tokio::process::Command::new(python())
         .current_dir(root)
-        .arg(script)
+        .arg(&script)
         .arg(&env.kubeconfig)
         .env_remove("KUBECONFIG")
         .env("HOME", env.dir())
@@ -78,7 +79,19 @@ async fn official_python_client_works_against_sim() {
         out.status
     );
     assert!(
-        stdout.contains("sim_client: all checks passed"),
+        stdout.contains(done),
         "stdout:\n{stdout}\nstderr:\n{stderr}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn official_python_client_works_against_sim() {
+    run_script("sim_client.py", "sim_client: all checks passed").await;
+}
+
+/// Every kind sim serves is listed and read through the client's typed API (issue 14: its
+/// models refused a StatefulSet whose status lacked `replicas`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn official_python_client_reads_every_kind() {
+    run_script("read_every_kind.py", "read_every_kind: all kinds read").await;
 }

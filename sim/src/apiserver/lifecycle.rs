@@ -1,12 +1,13 @@
 //! Object lifecycle rules: what the API server fills in on create, what an update may change,
-//! status-subresource semantics, generation, finalizers, and per-kind defaults for the kinds
-//! Telemesh uses (pods, jobs, deployments, namespaces, services).
+//! status-subresource semantics, generation and finalizers; per-kind defaults are in
+//! [`super::defaults`].
 
 use std::sync::Arc;
 
 use rand::Rng as _;
 use serde_json::{Map, Value, json};
 
+use super::defaults;
 use super::error::{ApiError, ApiResult};
 use super::handlers::FieldValidation;
 use super::patch::{BuiltinListMeta, ListMeta, SchemaListMeta};
@@ -51,14 +52,28 @@ fn str_at<'a>(v: &'a Value, ptr: &str) -> &'a str {
     v.pointer(ptr).and_then(Value::as_str).unwrap_or_default()
 }
 
-/// Kinds whose metadata.generation the server maintains.
+/// Kinds whose metadata.generation the server maintains (their strategies set it to 1 on
+/// create and count spec changes).
 fn tracks_generation(def: &ResourceDef) -> bool {
     def.is_custom()
         || matches!(
-            def.group.as_str(),
-            "apps" | "batch" | "policy" | "apiextensions.k8s.io"
+            (def.group.as_str(), def.kind.as_str()),
+            ("", "Pod" | "ReplicationController")
+                | (
+                    "apps",
+                    "Deployment" | "ReplicaSet" | "StatefulSet" | "DaemonSet"
+                )
+                | ("batch", _)
+                | ("policy", _)
+                | ("apiextensions.k8s.io", _)
+                | ("admissionregistration.k8s.io", _)
+                | ("flowcontrol.apiserver.k8s.io", _)
+                | ("discovery.k8s.io", "EndpointSlice")
+                | (
+                    "networking.k8s.io",
+                    "Ingress" | "IngressClass" | "NetworkPolicy"
+                )
         )
-        || (def.group.is_empty() && def.plural == "pods")
 }
 
 const NAME_CHARS: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
@@ -197,179 +212,17 @@ pub fn prepare_create(
         && !(def.group.is_empty() && def.plural == "nodes")
         && let Some(o) = obj.as_object_mut()
     {
+        // What a user sends as status is dropped; a built-in starts from its zero status.
         o.remove("status");
+        if !def.is_custom() {
+            o.insert("status".into(), defaults::zero_status(&group, &kind));
+        }
     }
-    defaults_on_create(def, obj, &name)?;
+    if !def.is_custom() {
+        let cx = defaults::CreateContext { name: &name, now };
+        defaults::apply(&group, &kind, obj, &cx);
+    }
     validate_builtin(def, obj, &name)
-}
-
-fn defaults_on_create(def: &ResourceDef, obj: &mut Value, name: &str) -> ApiResult<()> {
-    match (def.group.as_str(), def.plural.as_str()) {
-        ("", "namespaces") => {
-            obj["metadata"]["labels"]["kubernetes.io/metadata.name"] = json!(name);
-            obj["spec"] = json!({"finalizers": ["kubernetes"]});
-            obj["status"] = json!({"phase": "Active"});
-        }
-        ("", "pods") => {
-            default_pod_spec(obj.get_mut("spec"));
-            let qos = qos_class(obj.get("spec").unwrap_or(&Value::Null));
-            obj["status"] = json!({"phase": "Pending", "qosClass": qos});
-        }
-        ("apps", "deployments" | "replicasets" | "statefulsets" | "daemonsets") => {
-            let spec = obj.get_mut("spec").and_then(Value::as_object_mut);
-            if let Some(spec) = spec {
-                if def.plural != "daemonsets" {
-                    spec.entry("replicas").or_insert(json!(1));
-                }
-                spec.entry("revisionHistoryLimit").or_insert(json!(10));
-                if def.plural == "deployments" {
-                    spec.entry("progressDeadlineSeconds").or_insert(json!(600));
-                    spec.entry("strategy").or_insert(json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"}}));
-                }
-                default_pod_spec(spec.get_mut("template").and_then(|t| t.get_mut("spec")));
-            }
-            obj["status"] = json!({});
-        }
-        ("batch", "jobs") => {
-            let uid = str_at(obj, "/metadata/uid").to_owned();
-            if let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) {
-                // Upstream's SetDefaults_Job: completions defaults to 1 only when parallelism is
-                // unset too; a Job with parallelism alone is a work queue (completions null).
-                if !spec.contains_key("completions") && !spec.contains_key("parallelism") {
-                    spec.insert("completions".into(), json!(1));
-                }
-                spec.entry("parallelism").or_insert(json!(1));
-                spec.entry("backoffLimit").or_insert(json!(6));
-                spec.entry("completionMode").or_insert(json!("NonIndexed"));
-                spec.entry("suspend").or_insert(json!(false));
-                spec.entry("podReplacementPolicy")
-                    .or_insert(json!("TerminatingOrFailed"));
-                let manual = spec
-                    .get("manualSelector")
-                    .and_then(Value::as_bool)
-                    .unwrap_or(false);
-                if !manual {
-                    // As upstream: the job's pods are selected by its uid.
-                    spec.insert(
-                        "selector".into(),
-                        json!({"matchLabels": {"batch.kubernetes.io/controller-uid": uid}}),
-                    );
-                    let labels = spec
-                        .entry("template")
-                        .or_insert(json!({}))
-                        .as_object_mut()
-                        .map(|t| t.entry("metadata").or_insert(json!({})));
-                    if let Some(Value::Object(m)) = labels {
-                        let l = m.entry("labels").or_insert(json!({}));
-                        l["batch.kubernetes.io/controller-uid"] = json!(uid);
-                        l["batch.kubernetes.io/job-name"] = json!(name);
-                        l["controller-uid"] = json!(uid);
-                        l["job-name"] = json!(name);
-                    }
-                }
-                default_pod_spec(spec.get_mut("template").and_then(|t| t.get_mut("spec")));
-            }
-            obj["status"] = json!({});
-        }
-        ("", "services") => {
-            if let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) {
-                spec.entry("type").or_insert(json!("ClusterIP"));
-                spec.entry("sessionAffinity").or_insert(json!("None"));
-                let headless = spec.get("clusterIP").and_then(Value::as_str) == Some("None");
-                if !headless
-                    && spec
-                        .get("clusterIP")
-                        .and_then(Value::as_str)
-                        .unwrap_or_default()
-                        .is_empty()
-                {
-                    let mut rng = rand::rng();
-                    let ip = format!(
-                        "10.96.{}.{}",
-                        rng.random_range(0..=255u8),
-                        rng.random_range(1..=254u8)
-                    );
-                    spec.insert("clusterIP".into(), json!(ip));
-                }
-                let ip = spec.get("clusterIP").cloned().unwrap_or(json!("None"));
-                spec.insert("clusterIPs".into(), json!([ip]));
-                spec.entry("ipFamilies").or_insert(json!(["IPv4"]));
-                spec.entry("ipFamilyPolicy").or_insert(json!("SingleStack"));
-                if let Some(ports) = spec.get_mut("ports").and_then(Value::as_array_mut) {
-                    for p in ports {
-                        if let Some(p) = p.as_object_mut() {
-                            p.entry("protocol").or_insert(json!("TCP"));
-                            let port = p.get("port").cloned().unwrap_or(Value::Null);
-                            p.entry("targetPort").or_insert(port);
-                        }
-                    }
-                }
-            }
-            obj["status"] = json!({"loadBalancer": {}});
-        }
-        ("", "persistentvolumeclaims") => {
-            obj["status"] = json!({"phase": "Pending"});
-        }
-        ("scheduling.k8s.io", "priorityclasses") => {
-            if let Some(o) = obj.as_object_mut() {
-                o.entry("globalDefault").or_insert(json!(false));
-                o.entry("preemptionPolicy")
-                    .or_insert(json!("PreemptLowerPriority"));
-            }
-        }
-        ("policy", "poddisruptionbudgets") => {
-            obj["status"] = json!({"disruptionsAllowed": 0, "currentHealthy": 0, "desiredHealthy": 0, "expectedPods": 0});
-        }
-        _ => {}
-    }
-    Ok(())
-}
-
-fn default_pod_spec(spec: Option<&mut Value>) {
-    let Some(spec) = spec.and_then(Value::as_object_mut) else {
-        return;
-    };
-    spec.entry("restartPolicy").or_insert(json!("Always"));
-    spec.entry("dnsPolicy").or_insert(json!("ClusterFirst"));
-    spec.entry("schedulerName")
-        .or_insert(json!("default-scheduler"));
-    spec.entry("terminationGracePeriodSeconds")
-        .or_insert(json!(30));
-    spec.entry("securityContext").or_insert(json!({}));
-    spec.entry("enableServiceLinks").or_insert(json!(true));
-    spec.entry("serviceAccountName").or_insert(json!("default"));
-    let sa = spec
-        .get("serviceAccountName")
-        .cloned()
-        .unwrap_or(json!("default"));
-    spec.entry("serviceAccount").or_insert(sa);
-    for list in ["containers", "initContainers"] {
-        if let Some(cs) = spec.get_mut(list).and_then(Value::as_array_mut) {
-            for c in cs.iter_mut().filter_map(Value::as_object_mut) {
-                let image = c.get("image").and_then(Value::as_str).unwrap_or_default();
-                let tag_latest = !image.contains('@')
-                    && (image
-                        .rsplit('/')
-                        .next()
-                        .is_some_and(|last| !last.contains(':'))
-                        || image.ends_with(":latest"));
-                c.entry("imagePullPolicy").or_insert(json!(if tag_latest {
-                    "Always"
-                } else {
-                    "IfNotPresent"
-                }));
-                c.entry("terminationMessagePath")
-                    .or_insert(json!("/dev/termination-log"));
-                c.entry("terminationMessagePolicy").or_insert(json!("File"));
-                c.entry("resources").or_insert(json!({}));
-                if let Some(ports) = c.get_mut("ports").and_then(Value::as_array_mut) {
-                    for p in ports.iter_mut().filter_map(Value::as_object_mut) {
-                        p.entry("protocol").or_insert(json!("TCP"));
-                    }
-                }
-            }
-        }
-    }
 }
 
 /// Returns the pod's QoS class: Guaranteed, Burstable or BestEffort, by upstream's rules.
@@ -451,7 +304,8 @@ fn validate_builtin(def: &ResourceDef, obj: &Value, name: &str) -> ApiResult<()>
     };
     match (def.group.as_str(), def.plural.as_str()) {
         ("", "pods") => check_pod_spec(obj.get("spec"), "spec"),
-        ("apps", _) | ("batch", "jobs") => {
+        ("apps", "deployments" | "replicasets" | "statefulsets" | "daemonsets")
+        | ("batch", "jobs") => {
             check_pod_spec(obj.pointer("/spec/template/spec"), "spec.template.spec");
             if def.group == "apps" {
                 let sel = obj
@@ -786,9 +640,24 @@ pub fn prepare_update(
     Ok(new)
 }
 
+/// Returns `v` without null object members: Go decodes an absent field and a null one alike
+/// (`creationTimestamp: null` in a template is the zero time either way).
+fn without_nulls(v: &Value) -> Value {
+    match v {
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .filter(|(_, x)| !x.is_null())
+                .map(|(k, x)| (k.clone(), without_nulls(x)))
+                .collect(),
+        ),
+        Value::Array(a) => Value::Array(a.iter().map(without_nulls).collect()),
+        other => other.clone(),
+    }
+}
+
 fn spec_changed(def: &ResourceDef, old: &Value, new: &Value) -> bool {
     let strip = |v: &Value| {
-        let mut v = v.clone();
+        let mut v = without_nulls(v);
         if let Some(o) = v.as_object_mut() {
             o.remove("metadata");
             if def.status {
@@ -835,7 +704,7 @@ fn check_pod_update(def: &ResourceDef, old: &Value, new: &Value, name: &str) -> 
 /// written and keeps its resourceVersion).
 pub fn same_object(old: &Value, new: &Value) -> bool {
     let strip = |v: &Value| {
-        let mut v = v.clone();
+        let mut v = without_nulls(v);
         if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
             m.remove("resourceVersion");
             m.remove("managedFields");

@@ -6,6 +6,7 @@
 pub mod auth;
 pub mod conversion;
 pub mod crd;
+pub mod defaults;
 pub mod discovery;
 pub mod error;
 pub mod gc;
