@@ -134,7 +134,7 @@ pub struct RewardConfig {
     pub state_file: Option<PathBuf>,
 }
 
-pub use telemesh_core::cli::GossipSecurity;
+pub use telemesh_core::cli::{GossipSecurity, GossipSettings, GossipSettingsError};
 
 /// QUIC server settings: all three PEM files are needed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -160,18 +160,8 @@ pub struct Config {
     pub host_root: PathBuf,
     /// Sampling period.
     pub collect_interval: Duration,
-    /// Gossip listen address.
-    pub gossip_listen: SocketAddr,
-    /// Gossip advertise address; None advertises the bound listen address.
-    pub gossip_advertise: Option<SocketAddr>,
-    /// Seeds.
-    pub gossip_seeds: Vec<String>,
-    /// Sealed or not.
-    pub gossip_security: GossipSecurity,
-    /// Round interval.
-    pub gossip_interval: Duration,
-    /// Cluster id.
-    pub cluster_id: String,
+    /// Gossip membership.
+    pub gossip: GossipSettings,
     /// Deadband.
     pub deadband: crate::publish::Deadband,
     /// HTTP address.
@@ -221,11 +211,9 @@ pub struct EvictionConfig {
 /// A flag combination that cannot work.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ConfigError {
-    /// No keyring and no --insecure-gossip.
-    #[error(
-        "gossip needs a keyring: pass --gossip-key-file (a mounted Secret) or, for a dev cluster, --insecure-gossip"
-    )]
-    NoGossipSecurity,
+    /// Gossip flags that cannot work.
+    #[error(transparent)]
+    Gossip(#[from] GossipSettingsError),
     /// --quic-listen without its certificates.
     #[error(
         "--quic-listen needs --quic-ca, --quic-cert and --quic-key (PEM files from the agent's TLS Secret)"
@@ -252,7 +240,7 @@ impl TryFrom<Cli> for Config {
         if cli.node_name.trim().is_empty() {
             return Err(ConfigError::NoNodeName);
         }
-        let gossip_security = cli.gossip.security().ok_or(ConfigError::NoGossipSecurity)?;
+        let gossip = cli.gossip.settings(cli.gossip_listen)?;
         let quic = match (cli.quic_listen, cli.quic_ca, cli.quic_cert, cli.quic_key) {
             (None, ..) => None,
             (Some(listen), Some(ca), Some(cert), Some(key)) => Some(QuicConfig {
@@ -268,7 +256,6 @@ impl TryFrom<Cli> for Config {
         }
         for (name, d) in [
             ("collect-interval", cli.collect_interval),
-            ("gossip-interval", cli.gossip.gossip_interval),
             ("refresh", cli.refresh),
             ("policy-interval", cli.policy_interval),
             ("reward-interval", cli.reward_interval),
@@ -284,12 +271,7 @@ impl TryFrom<Cli> for Config {
             node_name: cli.node_name,
             host_root: cli.host_root,
             collect_interval: cli.collect_interval,
-            gossip_listen: cli.gossip_listen,
-            gossip_advertise: cli.gossip.gossip_advertise,
-            gossip_seeds: cli.gossip.gossip_seeds,
-            gossip_security,
-            gossip_interval: cli.gossip.gossip_interval,
-            cluster_id: cli.gossip.cluster_id,
+            gossip,
             deadband: crate::publish::Deadband {
                 relative: cli.deadband,
                 absolute: 1e-3,
@@ -354,9 +336,9 @@ mod tests {
         ])
         .unwrap();
         let config = Config::try_from(cli).unwrap();
-        assert_eq!(config.gossip_security, GossipSecurity::Insecure);
-        assert_eq!(config.gossip_seeds.len(), 2);
-        assert_eq!(config.gossip_advertise, None);
+        assert_eq!(config.gossip.security, GossipSecurity::Insecure);
+        assert_eq!(config.gossip.seeds.len(), 2);
+        assert_eq!(config.gossip.advertise, None);
         assert!(config.quic.is_none());
     }
 
@@ -368,7 +350,7 @@ mod tests {
         };
         assert_eq!(
             parse(&[]).unwrap().unwrap_err(),
-            ConfigError::NoGossipSecurity
+            ConfigError::Gossip(GossipSettingsError::NoSecurity)
         );
         assert!(
             parse(&["--insecure-gossip", "--gossip-key-file", "k"]).is_err(),
@@ -391,6 +373,12 @@ mod tests {
                 .unwrap()
                 .unwrap_err(),
             ConfigError::ZeroInterval("collect-interval")
+        );
+        assert_eq!(
+            parse(&["--insecure-gossip", "--gossip-interval", "0s"])
+                .unwrap()
+                .unwrap_err(),
+            ConfigError::Gossip(GossipSettingsError::ZeroInterval)
         );
     }
 }

@@ -13,7 +13,7 @@ use kube::runtime::reflector::Store;
 use parking_lot::RwLock;
 use prometheus_client::registry::Registry;
 use telemesh_core::client::kube_client;
-use telemesh_core::gossip::{GossipConfig, GossipMember, Keyring, Member, Security, StateKey};
+use telemesh_core::gossip::{GossipMember, Member, Role, StateKey};
 use telemesh_core::pod::PodFigures;
 use telemesh_core::quic::server::{Handler, HandlerFuture, QuicServer};
 use telemesh_core::wire::Response;
@@ -21,7 +21,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::collect::CollectorConfig;
-use crate::config::{Config, GossipSecurity, QuicConfig};
+use crate::config::{Config, QuicConfig};
 use crate::http::HttpState;
 use crate::metrics::AgentMetrics;
 use crate::shared::{SharedGossip, eviction_client};
@@ -183,29 +183,13 @@ pub async fn start(config: Config, stop: CancellationToken) -> anyhow::Result<Ag
     })
 }
 
-/// Joins the gossip with the configured security.
+/// Joins the gossip as this node's agent.
 async fn join_gossip(config: &Config) -> anyhow::Result<GossipMember> {
-    let security = match &config.gossip_security {
-        GossipSecurity::Sealed(path) => {
-            Security::Sealed(Keyring::load(path).context("starting gossip")?)
-        }
-        GossipSecurity::Insecure => {
-            tracing::warn!(
-                "gossip is NOT encrypted (--insecure-gossip): use this only in a dev cluster"
-            );
-            Security::Insecure
-        }
-    };
-    let mut gossip_config = GossipConfig::new(
-        &config.node_name,
-        &config.cluster_id,
-        config.gossip_listen,
-        security,
-    );
-    gossip_config.advertise_addr = config.gossip_advertise;
-    gossip_config.seeds = config.gossip_seeds.clone();
-    gossip_config.gossip_interval = config.gossip_interval;
-    GossipMember::start(gossip_config)
+    let member_config = config
+        .gossip
+        .member_config(&config.node_name, Role::Agent)
+        .context("starting gossip")?;
+    GossipMember::start(member_config)
         .await
         .context("starting gossip")
 }

@@ -131,26 +131,7 @@ pub struct Cli {
     pub shutdown_grace: Duration,
 }
 
-pub use telemesh_core::cli::GossipSecurity;
-
-/// Gossip membership settings.
-#[derive(Debug, Clone)]
-pub struct GossipSettings {
-    /// Replica name.
-    pub replica_name: String,
-    /// Listen address.
-    pub listen: SocketAddr,
-    /// Advertise address.
-    pub advertise: Option<SocketAddr>,
-    /// Seeds.
-    pub seeds: Vec<String>,
-    /// Sealed or not.
-    pub security: GossipSecurity,
-    /// Round interval.
-    pub interval: Duration,
-    /// Cluster id.
-    pub cluster_id: String,
-}
+pub use telemesh_core::cli::{GossipSecurity, GossipSettings, GossipSettingsError};
 
 /// QUIC client settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -168,6 +149,8 @@ pub struct QuicSettings {
 pub struct Config {
     /// Kubeconfig path, if given.
     pub kubeconfig: Option<PathBuf>,
+    /// This replica's gossip name.
+    pub replica_name: String,
     /// Gossip.
     pub gossip: GossipSettings,
     /// Extender address.
@@ -195,11 +178,9 @@ pub struct Config {
 /// A flag combination that cannot work.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    /// Neither a keyring nor --insecure-gossip.
-    #[error(
-        "gossip needs a keyring: pass --gossip-key-file PATH, or --insecure-gossip in a dev cluster"
-    )]
-    NoGossipSecurity,
+    /// Gossip flags that cannot work.
+    #[error(transparent)]
+    Gossip(#[from] GossipSettingsError),
     /// A verb path that does not start with `/` or two verbs on one path.
     #[error(
         "extender paths must start with '/' and differ: filter {filter:?}, prioritize {prioritize:?}, preempt {preempt:?}"
@@ -234,7 +215,7 @@ impl TryFrom<Cli> for Config {
     type Error = ConfigError;
 
     fn try_from(cli: Cli) -> Result<Self, Self::Error> {
-        let security = cli.gossip.security().ok_or(ConfigError::NoGossipSecurity)?;
+        let gossip = cli.gossip.settings(cli.gossip_listen)?;
         let paths = Paths {
             filter: cli.filter_path,
             prioritize: cli.prioritize_path,
@@ -253,7 +234,6 @@ impl TryFrom<Cli> for Config {
             });
         }
         for (flag, d) in [
-            ("gossip-interval", cli.gossip.gossip_interval),
             ("view-tick", cli.view_tick),
             ("view-resync", cli.view_resync),
             ("stale-after", cli.stale_after),
@@ -326,15 +306,8 @@ impl TryFrom<Cli> for Config {
         };
         Ok(Self {
             kubeconfig: cli.common.kubeconfig,
-            gossip: GossipSettings {
-                replica_name,
-                listen: cli.gossip_listen,
-                advertise: cli.gossip.gossip_advertise,
-                seeds: cli.gossip.gossip_seeds,
-                security,
-                interval: cli.gossip.gossip_interval,
-                cluster_id: cli.gossip.cluster_id,
-            },
+            replica_name,
+            gossip,
             extender_listen: cli.extender_listen,
             extender_tls,
             paths,
@@ -376,7 +349,7 @@ mod tests {
         assert_eq!(c.gossip.security, GossipSecurity::Insecure);
         assert!(c.extender_tls.is_none() && c.quic.is_none());
         assert_eq!(c.settings, Settings::default());
-        assert!(c.gossip.replica_name.starts_with("coordinator-"));
+        assert!(c.replica_name.starts_with("coordinator-"));
     }
 
     #[test]

@@ -7,14 +7,14 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use prometheus_client::registry::Registry;
-use telemesh_core::gossip::{GossipConfig, GossipMember, Keyring, Role, Security};
+use telemesh_core::gossip::{GossipMember, Role};
 use telemesh_core::quic::client::QuicClient;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::api::{AgentLink, ApiState};
-use crate::config::{Config, GossipSecurity};
+use crate::config::Config;
 use crate::extender::Extender;
 use crate::health::HealthState;
 use crate::metrics::{ExtenderMetrics, PolicyMetrics, ViewMetrics};
@@ -138,18 +138,10 @@ pub async fn start(config: Config, stop: CancellationToken) -> anyhow::Result<Co
     let http_addr = http_listener.local_addr()?;
 
     // Gossip: an observer, on the same sealed transport as the agents.
-    let g = &config.gossip;
-    let security = match &g.security {
-        GossipSecurity::Sealed(path) => {
-            Security::Sealed(Keyring::load(path).context("starting gossip")?)
-        }
-        GossipSecurity::Insecure => Security::Insecure,
-    };
-    let mut gossip_config = GossipConfig::new(&g.replica_name, &g.cluster_id, g.listen, security);
-    gossip_config.role = Role::Observer;
-    gossip_config.advertise_addr = g.advertise;
-    gossip_config.seeds = g.seeds.clone();
-    gossip_config.gossip_interval = g.interval;
+    let gossip_config = config
+        .gossip
+        .member_config(&config.replica_name, Role::Observer)
+        .context("starting gossip")?;
     let member = Arc::new(
         GossipMember::start(gossip_config)
             .await
@@ -256,7 +248,7 @@ pub async fn start(config: Config, stop: CancellationToken) -> anyhow::Result<Co
     );
 
     tracing::info!(
-        replica = %g.replica_name,
+        replica = %config.replica_name,
         gossip.addr = %gossip_addr,
         extender.addr = %extender_addr,
         extender.https = extender_https,

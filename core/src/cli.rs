@@ -1,6 +1,10 @@
 //! Command-line groups shared by every Telemesh binary (`#[command(flatten)]` them in).
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::gossip::{GossipConfig, Keyring, Role, Security};
 
 /// Log line format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Default)]
@@ -60,6 +64,36 @@ pub enum GossipSecurity {
     Insecure,
 }
 
+/// Validated gossip settings, the same for agents and coordinator replicas.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GossipSettings {
+    /// UDP address gossip listens on.
+    pub listen: SocketAddr,
+    /// Address peers reach this member at; `None` advertises the bound listen address.
+    pub advertise: Option<SocketAddr>,
+    /// Seeds, `host:port`.
+    pub seeds: Vec<String>,
+    /// Sealed or not.
+    pub security: GossipSecurity,
+    /// Round interval.
+    pub interval: Duration,
+    /// Cluster id.
+    pub cluster_id: String,
+}
+
+/// Gossip flags that cannot work.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GossipSettingsError {
+    /// Neither a keyring nor `--insecure-gossip`: gossip is never clear text by default.
+    #[error(
+        "gossip needs a keyring: pass --gossip-key-file (a mounted Secret) or, for a dev cluster, --insecure-gossip"
+    )]
+    NoSecurity,
+    /// A zero round interval.
+    #[error("--gossip-interval must be longer than zero")]
+    ZeroInterval,
+}
+
 impl GossipArgs {
     /// The protection asked for; `None` when neither a keyring nor `--insecure-gossip` was
     /// given (a configuration error: gossip is never clear text by default).
@@ -69,6 +103,43 @@ impl GossipArgs {
             (None, true) => Some(GossipSecurity::Insecure),
             (None, false) => None,
         }
+    }
+
+    /// Validated settings, listening on the binary's own `--gossip-listen`.
+    pub fn settings(self, listen: SocketAddr) -> Result<GossipSettings, GossipSettingsError> {
+        let security = self.security().ok_or(GossipSettingsError::NoSecurity)?;
+        if self.gossip_interval.is_zero() {
+            return Err(GossipSettingsError::ZeroInterval);
+        }
+        Ok(GossipSettings {
+            listen,
+            advertise: self.gossip_advertise,
+            seeds: self.gossip_seeds,
+            security,
+            interval: self.gossip_interval,
+            cluster_id: self.cluster_id,
+        })
+    }
+}
+
+impl GossipSettings {
+    /// A member's configuration: `name` is the node name (agents) or the replica name
+    /// (observers); a sealed member's keyring is read now.
+    pub fn member_config(
+        &self,
+        name: &str,
+        role: Role,
+    ) -> Result<GossipConfig, crate::gossip::KeyringError> {
+        let security = match &self.security {
+            GossipSecurity::Sealed(path) => Security::Sealed(Keyring::load(path)?),
+            GossipSecurity::Insecure => Security::Insecure,
+        };
+        let mut config = GossipConfig::new(name, &self.cluster_id, self.listen, security);
+        config.role = role;
+        config.advertise_addr = self.advertise;
+        config.seeds = self.seeds.clone();
+        config.gossip_interval = self.interval;
+        Ok(config)
     }
 }
 

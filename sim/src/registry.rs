@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+use crate::apiserver::conversion::{self, Conversion};
 use crate::builtins::BUILTINS;
 pub use crate::builtins::Verbs;
 
@@ -82,6 +83,9 @@ pub struct ResourceDef {
     pub storage_version: String,
     /// For custom resources: the served CRD version (printer columns, schema).
     pub crd: Option<Arc<CrdVersion>>,
+    /// For a kind stored as another group's resource (`events.k8s.io` Events are core Events):
+    /// that group and the conversion pair. `selectable_fields` are then the stored resource's.
+    pub conversion: Option<&'static Conversion>,
 }
 
 /// What a CRD version contributes beyond names: its schema and printer columns.
@@ -98,7 +102,37 @@ pub struct CrdVersion {
 impl ResourceDef {
     /// Returns the stored-collection id.
     pub fn id(&self) -> ResourceId {
-        ResourceId::new(&self.group, &self.plural)
+        ResourceId::new(self.storage_group(), &self.plural)
+    }
+
+    /// Returns the group the objects are stored under (their own, unless converted).
+    pub fn storage_group(&self) -> &str {
+        self.conversion.map_or(&self.group, |c| c.storage_group)
+    }
+
+    /// Returns the `apiVersion` objects are stored with.
+    pub fn storage_api_version(&self) -> String {
+        match self.storage_group() {
+            "" => self.storage_version.clone(),
+            group => format!("{group}/{}", self.storage_version),
+        }
+    }
+
+    /// Returns whether stored objects are served as they are (no apiVersion change, no
+    /// conversion).
+    pub fn serves_storage_form(&self) -> bool {
+        self.version == self.storage_version && self.conversion.is_none()
+    }
+
+    /// Returns the stored selectable field a field selector's `label` reads, if supported.
+    pub fn stored_field<'a>(&'a self, label: &'a str) -> Option<&'a str> {
+        if let Some(conversion) = self.conversion {
+            return (conversion.field_label)(label);
+        }
+        let supported = label == "metadata.name"
+            || (self.namespaced && label == "metadata.namespace")
+            || self.selectable_fields.iter().any(|f| f == label);
+        supported.then_some(label)
     }
 
     /// Returns `group/version`, or just the version for the core group.
@@ -143,9 +177,7 @@ impl ResourceDef {
 
     /// Returns whether a field selector on `field` is supported.
     pub fn supports_field(&self, field: &str) -> bool {
-        field == "metadata.name"
-            || (self.namespaced && field == "metadata.namespace")
-            || self.selectable_fields.iter().any(|f| f == field)
+        self.stored_field(field).is_some()
     }
 }
 
@@ -182,7 +214,22 @@ impl Registry {
                 selectable_fields: x.fields.iter().map(|s| (*s).to_owned()).collect(),
                 storage_version: bi.storage_version().into(),
                 crd: None,
+                conversion: conversion::for_kind(bi.group, bi.version, bi.kind),
             });
+        }
+        // A converted kind's stored objects carry the stored resource's selectable fields.
+        let converted: Vec<Arc<ResourceDef>> = reg
+            .by_path
+            .values()
+            .filter(|d| d.conversion.is_some())
+            .cloned()
+            .collect();
+        for def in converted {
+            if let Some(stored) = reg.storage_def(&def.id()) {
+                let mut def = (*def).clone();
+                def.selectable_fields = stored.selectable_fields.clone();
+                reg.insert(def);
+            }
         }
         reg
     }

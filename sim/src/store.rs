@@ -132,9 +132,18 @@ impl Stored {
 /// Reads a selectable field as the API server's field-label conversion does: strings as they
 /// are, booleans and numbers in their text form, absent as empty.
 pub fn field_value(obj: &Value, field: &str) -> String {
-    // Events select `source` on source.component.
+    // Events select `source` on source.component, else on the reporting controller (an
+    // events.k8s.io Event has no source), as upstream's event ToSelectableFields does.
     let path = if field == "source" {
-        "source.component"
+        if obj
+            .pointer("/source/component")
+            .and_then(Value::as_str)
+            .is_some_and(|c| !c.is_empty())
+        {
+            "source.component"
+        } else {
+            "reportingComponent"
+        }
     } else {
         field
     };

@@ -13,9 +13,9 @@ use std::time::Duration;
 
 use axum::Json;
 use axum::routing::post;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Event, Pod};
 use kube::Api;
-use kube::api::PostParams;
+use kube::api::{ListParams, PostParams};
 use serde_json::{Value, json};
 
 use telemesh_core::testing::eventually;
@@ -71,18 +71,18 @@ impl Drop for LogOnPanic {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn real_kube_scheduler_syncs_its_informers_and_binds_a_pod() {
-    let Some(binary) = kube_scheduler() else {
-        return;
-    };
-    let sim = Sim::start(SimConfig::default()).await.unwrap();
-    telemesh_sim::nodes::create_nodes(&sim.server, 2).unwrap();
+/// A kube-scheduler running against `sim` with one filter extender at `extender`; it stops
+/// when dropped. Its log is at `log`.
+struct Scheduler {
+    _process: tokio::process::Child,
+    _dir: tempfile::TempDir,
+    log: PathBuf,
+}
+
+fn start_scheduler(binary: &Path, sim: &Sim, extender: &str) -> Scheduler {
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
     sim.write_kubeconfig(&kubeconfig).unwrap();
-    let calls = Arc::new(AtomicUsize::new(0));
-    let extender = pass_all_extender(calls.clone()).await;
     let config = dir.path().join("scheduler.yaml");
     std::fs::write(
         &config,
@@ -106,7 +106,7 @@ extenders:
     let log_path = dir.path().join("kube-scheduler.log");
     let log = std::fs::File::create(&log_path).unwrap();
     // --secure-port 0: no health/metrics listener, nothing to collide with other tests.
-    let _scheduler = tokio::process::Command::new(&binary)
+    let process = tokio::process::Command::new(binary)
         .arg("--config")
         .arg(&config)
         .args(["--secure-port", "0", "--v", "2"])
@@ -116,6 +116,24 @@ extenders:
         .spawn()
         .unwrap();
 
+    Scheduler {
+        _process: process,
+        _dir: dir,
+        log: log_path,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_kube_scheduler_syncs_its_informers_and_binds_a_pod() {
+    let Some(binary) = kube_scheduler() else {
+        return;
+    };
+    let sim = Sim::start(SimConfig::default()).await.unwrap();
+    telemesh_sim::nodes::create_nodes(&sim.server, 2).unwrap();
+    let calls = Arc::new(AtomicUsize::new(0));
+    let extender = pass_all_extender(calls.clone()).await;
+    let scheduler = start_scheduler(&binary, &sim, &extender);
+    let log_path = scheduler.log.clone();
     let client = sim.client().await.unwrap();
     let pods: Api<Pod> = Api::namespaced(client, "default");
     let pod: Pod = serde_json::from_value(json!({
@@ -151,4 +169,101 @@ extenders:
         "informer failures:\n{}",
         failures.join("\n")
     );
+}
+
+/// An extender that refuses every node as a policy would (nodeCacheCapable: names only).
+async fn refuse_all_extender() -> String {
+    let app = axum::Router::new().route(
+        "/filter",
+        post(|Json(args): Json<Value>| async move {
+            let failed: serde_json::Map<String, Value> = args["NodeNames"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .map(|n| {
+                    (
+                        n.to_owned(),
+                        json!("policy demo/scheduling-policy dontschedule"),
+                    )
+                })
+                .collect();
+            Json(json!({"NodeNames": [], "FailedNodes": failed, "Error": ""}))
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    format!("http://{addr}")
+}
+
+/// kube-scheduler records FailedScheduling through events.k8s.io/v1; core v1 readers (the
+/// Event API, `kubectl describe pod`) see it, since sim serves one Event resource in both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_scheduling_recorded_by_the_real_kube_scheduler_reads_as_a_core_event() {
+    let Some(binary) = kube_scheduler() else {
+        return;
+    };
+    let sim = Sim::start(SimConfig::default()).await.unwrap();
+    telemesh_sim::nodes::create_nodes(&sim.server, 2).unwrap();
+    let extender = refuse_all_extender().await;
+    let scheduler = start_scheduler(&binary, &sim, &extender);
+    let _show_log = LogOnPanic(scheduler.log.clone());
+    let client = sim.client().await.unwrap();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "refused"},
+        "spec": {"containers": [{"name": "main", "image": "busybox:1.36"}]}
+    }))
+    .unwrap();
+    pods.create(&PostParams::default(), &pod).await.unwrap();
+
+    let events: Api<Event> = Api::namespaced(client, "default");
+    let selector = ListParams::default()
+        .fields("involvedObject.kind=Pod,involvedObject.name=refused,reason=FailedScheduling");
+    let event = eventually("a FailedScheduling core Event", BIND_WITHIN, || {
+        let events = events.clone();
+        let selector = selector.clone();
+        async move { events.list(&selector).await.ok()?.items.into_iter().next() }
+    })
+    .await;
+    let message = event.message.unwrap_or_default();
+    assert!(message.starts_with("0/2 nodes are available"), "{message}");
+    // Written through events.k8s.io/v1: only that API sets an action and reportingController.
+    assert_eq!(event.action.as_deref(), Some("Scheduling"));
+    assert_eq!(
+        event.reporting_component.as_deref(),
+        Some("default-scheduler")
+    );
+
+    let kubeconfig = scheduler.log.with_file_name("kubeconfig");
+    let described = std::process::Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .args(["describe", "pod", "refused", "-n", "default"])
+        .output();
+    match described {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            eprintln!("SKIPPED (kubectl describe): kubectl not found on PATH");
+        }
+        Err(e) => panic!("running kubectl: {e}"),
+        Ok(out) => {
+            let text = String::from_utf8_lossy(&out.stdout);
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let events = text
+                .split_once("Events:")
+                .map(|(_, e)| e)
+                .unwrap_or_default();
+            assert!(
+                events.contains("Warning  FailedScheduling")
+                    && events.contains("default-scheduler")
+                    && events.contains("0/2 nodes are available"),
+                "{text}"
+            );
+        }
+    }
 }

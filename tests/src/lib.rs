@@ -79,9 +79,34 @@ pub fn kubectl_binary() -> PathBuf {
     std::env::var_os("KUBECTL").map_or_else(|| PathBuf::from("kubectl"), PathBuf::from)
 }
 
+/// Where the tests find kubectl releases other than the default one, as `kubectl.<minor>`
+/// (`kubectl.1.27`): `$KUBECTL_RELEASES_DIR`, else where the Google Cloud SDK's packages put them.
+pub fn kubectl_releases_dir() -> PathBuf {
+    std::env::var_os("KUBECTL_RELEASES_DIR").map_or_else(
+        || PathBuf::from("/usr/lib/google-cloud-sdk/bin"),
+        PathBuf::from,
+    )
+}
+
+/// The kubectl binary of release `minor` (`"1.27"`), if it is installed in
+/// [`kubectl_releases_dir`]; when it is not, says so on stderr, for the test to skip it.
+pub fn kubectl_release(minor: &str) -> Option<PathBuf> {
+    let path = kubectl_releases_dir().join(format!("kubectl.{minor}"));
+    if path.is_file() {
+        Some(path)
+    } else {
+        eprintln!(
+            "SKIPPED for kubectl {minor}: {} is absent (set KUBECTL_RELEASES_DIR)",
+            path.display()
+        );
+        None
+    }
+}
+
 /// Runs kubectl against one kubeconfig, isolated from the user's environment.
 #[derive(Debug, Clone)]
 pub struct Kubectl {
+    binary: PathBuf,
     kubeconfig: PathBuf,
     home: PathBuf,
 }
@@ -93,14 +118,22 @@ impl Kubectl {
     /// Returns a runner for `kubeconfig`; `home` becomes kubectl's `HOME` and holds its cache.
     pub fn new(kubeconfig: &Path, home: &Path) -> Self {
         Self {
+            binary: kubectl_binary(),
             kubeconfig: kubeconfig.to_owned(),
             home: home.to_owned(),
         }
     }
 
+    /// Returns this runner with another kubectl binary (an older release, say).
+    #[must_use]
+    pub fn with_binary(mut self, binary: &Path) -> Self {
+        binary.clone_into(&mut self.binary);
+        self
+    }
+
     /// Returns a kubectl command with `args`, the kubeconfig and a private cache directory.
     pub fn command(&self, args: &[&str]) -> Command {
-        let mut cmd = Command::new(kubectl_binary());
+        let mut cmd = Command::new(&self.binary);
         cmd.arg("--kubeconfig")
             .arg(&self.kubeconfig)
             .arg("--cache-dir")

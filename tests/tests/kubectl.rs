@@ -13,7 +13,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use telemesh_sim::{Auth, Rule, SimConfig, UserInfo};
-use telemesh_tests::{Kubectl, SimEnv, cells, eventually, header, row};
+use telemesh_tests::{Kubectl, SimEnv, cells, eventually, header, kubectl_release, row};
 
 /// How long a watch may take to show an event.
 const WAIT: Duration = Duration::from_secs(30);
@@ -871,4 +871,127 @@ async fn auth_can_i_answers_from_the_permission_table() {
         .await;
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "no", "{out:?}");
     assert_eq!(out.status.code(), Some(1), "can-i exits 1 on no: {out:?}");
+}
+
+/// kubectl 1.27 and 1.28 read `/openapi/v2` (protobuf) before every validating `apply`: a CRD, a
+/// custom resource and a built-in kind apply, a client-side apply of a change patches through
+/// the v2 patch metadata, `explain --output=plaintext-openapiv2` reads the CRD's schema from
+/// v2, and strict validation rejects an unknown field as kube-apiserver does (these kubectls find
+/// `fieldValidation` on the kind's PATCH and leave validation to the server). Skipped, saying
+/// so, for a release that is not installed (see `telemesh_tests::kubectl_releases_dir`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn older_kubectls_apply_with_validation_through_openapi_v2() {
+    for minor in ["1.27", "1.28"] {
+        let Some(binary) = kubectl_release(minor) else {
+            continue;
+        };
+        let env = SimEnv::start(0).await;
+        let k = env.kubectl().with_binary(&binary);
+        let out = k
+            .run_stdin(&["apply", "--validate=strict", "-f", "-"], Some(CRD))
+            .await;
+        assert_eq!(
+            out.trim(),
+            "customresourcedefinition.apiextensions.k8s.io/widgets.example.com created",
+            "kubectl {minor}"
+        );
+        k.run(&[
+            "wait",
+            "--for=condition=Established",
+            "crd/widgets.example.com",
+            "--timeout=30s",
+        ])
+        .await;
+        let out = k
+            .run_stdin(&["apply", "--validate=strict", "-f", "-"], Some(WIDGET))
+            .await;
+        assert_eq!(
+            out.trim(),
+            "widget.example.com/w1 created",
+            "kubectl {minor}"
+        );
+        let out = k
+            .run_stdin(
+                &["apply", "--validate=strict", "-f", "-"],
+                Some(&WIDGET.replace("size: 3", "size: 5")),
+            )
+            .await;
+        assert_eq!(
+            out.trim(),
+            "widget.example.com/w1 configured",
+            "kubectl {minor}"
+        );
+        assert_eq!(
+            jsonpath(&k, &["widget.example.com", "w1"], "{.spec.size}").await,
+            "5"
+        );
+
+        let out = k
+            .run_stdin(&["apply", "--validate=strict", "-f", "-"], Some(DEPLOYMENT))
+            .await;
+        assert_eq!(out.trim(), "deployment.apps/web created", "kubectl {minor}");
+        let out = k
+            .run_stdin(
+                &["apply", "--validate=strict", "-f", "-"],
+                Some(&DEPLOYMENT.replace("nginx:1.27", "nginx:1.28")),
+            )
+            .await;
+        assert_eq!(
+            out.trim(),
+            "deployment.apps/web configured",
+            "kubectl {minor}"
+        );
+        assert_eq!(
+            jsonpath(
+                &k,
+                &["deployment", "web"],
+                "{.spec.template.spec.containers[*].image}"
+            )
+            .await,
+            "nginx:1.28",
+            "kubectl {minor}: the container list was merged by name"
+        );
+
+        let out = k
+            .run(&["explain", "widgets.spec", "--output=plaintext-openapiv2"])
+            .await;
+        assert!(out.contains("What the widget should be."), "{out}");
+        assert!(out.contains("How big."), "{out}");
+        assert!(
+            out.lines().any(|l| cells(l) == ["size", "<integer>"]),
+            "{out}"
+        );
+
+        let bogus = WIDGET
+            .replace("name: w1", "name: w2")
+            .replace("color: blue", "color: blue\n  bogus: true");
+        let out = k
+            .output(&["apply", "--validate=strict", "-f", "-"], Some(&bogus))
+            .await;
+        assert!(
+            !out.status.success(),
+            "kubectl {minor} accepted an unknown field"
+        );
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(
+            err.trim(),
+            r#"Error from server (BadRequest): error when creating "STDIN": Widget in version "v1" cannot be handled as a Widget: strict decoding error: unknown field "spec.bogus""#,
+            "kubectl {minor}"
+        );
+        let bogus = DEPLOYMENT
+            .replace("name: web\n  namespace", "name: web2\n  namespace")
+            .replace("replicas: 2", "replicas: 2\n  bogus: true");
+        let out = k
+            .output(&["apply", "--validate=strict", "-f", "-"], Some(&bogus))
+            .await;
+        assert!(
+            !out.status.success(),
+            "kubectl {minor} accepted an unknown field"
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&out.stderr).trim(),
+            r#"Error from server (BadRequest): error when creating "STDIN": Deployment in version "v1" cannot be handled as a Deployment: strict decoding error: unknown field "spec.bogus""#,
+            "kubectl {minor}"
+        );
+    }
 }

@@ -211,6 +211,7 @@ pub fn register(server: &Arc<Server>, crd: &Value) {
                     .cloned()
                     .unwrap_or_default(),
             })),
+            conversion: None,
         });
     }
     drop(reg);

@@ -269,7 +269,7 @@ fn empty_namespace(server: &Arc<Server>, ns: &str) {
         for (g, versions) in reg.groups() {
             for v in versions {
                 for d in reg.resources(&g, &v) {
-                    if d.namespaced && d.is_stored() && d.version == d.storage_version {
+                    if d.namespaced && d.is_stored() && d.serves_storage_form() {
                         defs.push(d);
                     }
                 }

@@ -194,22 +194,25 @@ pub fn resource_info(def: &ResourceDef) -> ResourceInfo {
     }
 }
 
-/// Returns the object as served in `def`'s version (only apiVersion differs between versions).
+/// Returns the object as served in `def`'s version (apiVersion, and for a converted kind its
+/// fields, differ from the stored object).
 pub fn object_bytes(def: &ResourceDef, s: &Stored) -> Bytes {
-    if def.version == def.storage_version {
+    if def.serves_storage_form() {
         return s.json.clone();
     }
-    let mut v = s.value();
-    v["apiVersion"] = json!(def.api_version());
-    Bytes::from(v.to_string())
+    Bytes::from(object_value(def, s).to_string())
 }
 
 /// Returns the object as served in `def`'s version, as a value.
 pub fn object_value(def: &ResourceDef, s: &Stored) -> Value {
     let mut v = s.value();
-    if def.version != def.storage_version {
-        v["apiVersion"] = json!(def.api_version());
+    if def.serves_storage_form() {
+        return v;
     }
+    if let Some(conversion) = def.conversion {
+        v = (conversion.from_storage)(v);
+    }
+    v["apiVersion"] = json!(def.api_version());
     v
 }
 
@@ -488,13 +491,16 @@ pub(super) fn build_filter(
             .unwrap_or_default(),
     )
     .map_err(|e| ApiError::bad_request(e.0))?;
-    for req in &fields.0 {
-        if !def.supports_field(&req.field) {
+    let mut fields = fields;
+    for req in &mut fields.0 {
+        // Matched against the stored object's fields (a converted kind's labels map onto them).
+        let Some(stored) = def.stored_field(&req.field) else {
             return Err(ApiError::bad_request(format!(
                 "field label not supported: {}",
                 req.field
             )));
-        }
+        };
+        req.field = stored.to_owned();
     }
     Ok(WatchFilter {
         namespace: if def.namespaced {
@@ -694,13 +700,11 @@ fn check_kind(def: &ResourceDef, obj: &mut Value) -> ApiResult<()> {
             def.api_version()
         )));
     }
-    // Stored in the storage version.
-    let storage_api_version = if def.group.is_empty() {
-        def.storage_version.clone()
-    } else {
-        format!("{}/{}", def.group, def.storage_version)
-    };
-    obj["apiVersion"] = json!(storage_api_version);
+    // Stored in the storage version (of the stored resource, for a converted kind).
+    if let Some(conversion) = def.conversion {
+        *obj = (conversion.to_storage)(std::mem::take(obj));
+    }
+    obj["apiVersion"] = json!(def.storage_api_version());
     obj["kind"] = json!(def.kind);
     Ok(())
 }

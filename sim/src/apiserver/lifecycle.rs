@@ -532,6 +532,8 @@ pub fn validate_fields(
     mode: FieldValidation,
 ) -> ApiResult<Vec<String>> {
     let name = str_at(obj, "/metadata/name").to_owned();
+    // Objects arrive in the storage form (a converted kind's too): checked as the stored type.
+    let group = def.storage_group();
     let unknown: Vec<String> =
         if let Some(compiled) = def.crd.as_ref().and_then(|c| c.compiled.as_ref()) {
             let pruned = compiled.prune(obj);
@@ -550,7 +552,7 @@ pub fn validate_fields(
             }
             pruned
         } else if def.crd.is_none() {
-            super::typed::check(&def.group, &def.storage_version, &def.kind, obj)
+            super::typed::check(group, &def.storage_version, &def.kind, obj)
                 .map_err(ApiError::bad_request)?
         } else {
             Vec::new()
@@ -564,10 +566,17 @@ pub fn validate_fields(
                 .iter()
                 .map(|u| format!("unknown field {u:?}"))
                 .collect();
-            Err(ApiError::bad_request(format!(
-                "strict decoding error: {}",
-                list.join(", ")
-            )))
+            let error = format!("strict decoding error: {}", list.join(", "));
+            // A create body fails in kube-apiserver's decoder, which names the kind
+            // (`transformDecodeError`); a patched object is decoded after patching and does not.
+            Err(ApiError::bad_request(match old {
+                None => format!(
+                    "{kind} in version {version:?} cannot be handled as a {kind}: {error}",
+                    kind = def.kind,
+                    version = def.version
+                ),
+                Some(_) => error,
+            }))
         }
         FieldValidation::Warn => Ok(unknown
             .iter()

@@ -4,6 +4,7 @@
 //! RequestInfoFactory does), because the set of resources changes at run time with CRDs.
 
 pub mod auth;
+pub mod conversion;
 pub mod crd;
 pub mod discovery;
 pub mod error;
@@ -11,6 +12,7 @@ pub mod gc;
 pub mod handlers;
 pub mod lifecycle;
 pub mod openapi;
+pub mod openapi_v2;
 pub mod patch;
 pub mod protobuf;
 pub mod request;
@@ -82,6 +84,7 @@ pub struct Server {
     pub address: OnceLock<String>,
     gc: gc::GcQueue,
     openapi_cache: Mutex<HashMap<GroupVersion, (u64, Arc<Bytes>)>>,
+    openapi_v2_cache: Mutex<Option<(u64, Arc<openapi_v2::Served>)>>,
     registry_generation: std::sync::atomic::AtomicU64,
 }
 
@@ -99,6 +102,7 @@ impl Server {
             address: OnceLock::new(),
             gc,
             openapi_cache: Mutex::new(HashMap::new()),
+            openapi_v2_cache: Mutex::new(None),
             registry_generation: std::sync::atomic::AtomicU64::new(0),
         });
         for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
@@ -237,6 +241,10 @@ async fn route_request(
         Route::GroupVersion(g, v) => discovery::resource_list(&server.registry.read(), &g, &v)
             .map(|v| value_response(StatusCode::OK, &v))
             .ok_or_else(|| ApiError::no_route(path)),
+        Route::OpenApiV2 => Ok(openapi_v2::respond(
+            &*openapi_v2(server).await?,
+            &ctx.headers,
+        )),
         Route::OpenApiIndex => Ok(value_response(StatusCode::OK, &openapi_index(server))),
         Route::OpenApiGroupVersion(g, v) => {
             let doc = openapi_document(server, &g, &v).ok_or_else(|| ApiError::no_route(path))?;
@@ -309,6 +317,43 @@ fn openapi_document(server: &Arc<Server>, group: &str, version: &str) -> Option<
         .lock()
         .insert(key, (generation, doc.clone()));
     Some(doc)
+}
+
+/// The `/openapi/v2` document of every served group version, rebuilt when the served resources
+/// change. Building it takes a while (about 3 s in a debug build; once built it is answered in
+/// milliseconds), so it runs on the blocking pool, off the threads that serve requests.
+async fn openapi_v2(server: &Arc<Server>) -> ApiResult<Arc<openapi_v2::Served>> {
+    let generation = server.registry_generation();
+    if let Some((g, served)) = server.openapi_v2_cache.lock().as_ref()
+        && *g == generation
+    {
+        return Ok(served.clone());
+    }
+    let group_versions: Vec<Vec<table::ResourceInfo>> = {
+        let registry = server.registry.read();
+        registry
+            .groups()
+            .iter()
+            .flat_map(|(g, vs)| vs.iter().map(move |v| (g.clone(), v.clone())))
+            .map(|(g, v)| {
+                registry
+                    .resources(&g, &v)
+                    .iter()
+                    .map(|d| handlers::resource_info(d))
+                    .collect()
+            })
+            .collect()
+    };
+    let built = tokio::task::spawn_blocking(move || openapi_v2::serve(&group_versions))
+        .await
+        .map_err(|e| e.to_string())
+        .and_then(|r| r);
+    let served =
+        Arc::new(built.map_err(|e| {
+            ApiError::new(500, "InternalError", format!("building /openapi/v2: {e}"))
+        })?);
+    *server.openapi_v2_cache.lock() = Some((generation, served.clone()));
+    Ok(served)
 }
 
 /// Decodes `a=b&c=d` query strings (percent- and plus-decoding).

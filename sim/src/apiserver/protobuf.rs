@@ -390,28 +390,35 @@ pub fn decode(body: &[u8], group: &str, version: &str, kind: &str) -> Result<Jso
 /// The descriptor pool of [`SCHEMAS`], compiled at first use.
 fn pool() -> Result<&'static DescriptorPool, DecodeError> {
     static POOL: OnceLock<Result<DescriptorPool, String>> = OnceLock::new();
-    POOL.get_or_init(compile)
+    POOL.get_or_init(|| compile_embedded(SCHEMAS))
         .as_ref()
         .map_err(|e| DecodeError::Schema(e.clone()))
 }
 
-/// Serves [`SCHEMAS`] to the compiler by file name.
-struct Schemas;
+/// Serves embedded `.proto` files, as `(import path, source)`, to the compiler by file name.
+struct Embedded(&'static [(&'static str, &'static str)]);
 
-impl protox::file::FileResolver for Schemas {
+impl protox::file::FileResolver for Embedded {
     fn open_file(&self, name: &str) -> Result<protox::file::File, protox::Error> {
-        match SCHEMAS.iter().find(|(file, _)| *file == name) {
+        match self.0.iter().find(|(file, _)| *file == name) {
             Some((file, source)) => protox::file::File::from_source(file, source),
             None => Err(protox::Error::file_not_found(name)),
         }
     }
 }
 
-fn compile() -> Result<DescriptorPool, String> {
-    let mut compiler = protox::Compiler::with_file_resolver(Schemas);
+/// Compiles embedded `.proto` files, as `(import path, source)`, with everything they import
+/// from among them or from protobuf's well-known types (`google/protobuf/*.proto`).
+pub(super) fn compile_embedded(
+    files: &'static [(&'static str, &'static str)],
+) -> Result<DescriptorPool, String> {
+    let mut resolver = protox::file::ChainFileResolver::new();
+    resolver.add(Embedded(files));
+    resolver.add(protox::file::GoogleFileResolver::new());
+    let mut compiler = protox::Compiler::with_file_resolver(resolver);
     compiler.include_imports(true);
     compiler
-        .open_files(SCHEMAS.iter().map(|(file, _)| *file))
+        .open_files(files.iter().map(|(file, _)| *file))
         .map_err(|e| e.to_string())?;
     Ok(compiler.descriptor_pool())
 }

@@ -33,6 +33,8 @@ pub enum Route {
     Group(String),
     /// `/api/v1` or `/apis/<group>/<version>`.
     GroupVersion(String, String),
+    /// `/openapi/v2`.
+    OpenApiV2,
     /// `/openapi/v3`.
     OpenApiIndex,
     /// `/openapi/v3/api/v1` or `/openapi/v3/apis/<group>/<version>`.
@@ -61,6 +63,7 @@ pub fn route(path: &str) -> Route {
         ["apis", group] => Route::Group((*group).to_owned()),
         ["api", version] => Route::GroupVersion(String::new(), (*version).to_owned()),
         ["apis", group, version] => Route::GroupVersion((*group).to_owned(), (*version).to_owned()),
+        ["openapi", "v2"] => Route::OpenApiV2,
         ["openapi", "v3"] => Route::OpenApiIndex,
         ["openapi", "v3", "api", version] => {
             Route::OpenApiGroupVersion(String::new(), (*version).to_owned())
@@ -153,6 +156,7 @@ mod tests {
             route("/openapi/v3/apis/apps/v1"),
             Route::OpenApiGroupVersion("apps".into(), "v1".into())
         );
+        assert_eq!(route("/openapi/v2"), Route::OpenApiV2);
         assert_eq!(route("/nope"), Route::Unknown);
     }
 }

@@ -30,9 +30,8 @@ fn event_line(ty: &str, object: &[u8]) -> Bytes {
 }
 
 fn render(def: &ResourceDef, d: &Delivery, format: OutputFormat) -> Bytes {
-    let needs_value = d.rv_override.is_some()
-        || format != OutputFormat::Object
-        || def.version != def.storage_version;
+    let needs_value =
+        d.rv_override.is_some() || format != OutputFormat::Object || !def.serves_storage_form();
     if !needs_value {
         return event_line(d.ty.as_str(), &d.obj.json);
     }

@@ -386,7 +386,8 @@ async fn watcher_and_reflector_work_for_every_builtin_kind() {
     .await;
     reflect_one::<k8s_openapi::api::events::v1::Event>(
         Api::default_namespaced(ns()),
-        json!({"metadata": {"name": "e"}, "eventTime": "2026-01-01T00:00:00.000000Z", "reportingController": "t", "reportingInstance": "t", "action": "A", "reason": "R", "type": "Normal"}),
+        // Another name: both versions serve the one Event resource.
+        json!({"metadata": {"name": "e2"}, "eventTime": "2026-01-01T00:00:00.000000Z", "reportingController": "t", "reportingInstance": "t", "action": "A", "reason": "R", "type": "Normal"}),
     )
     .await;
     reflect_one::<core::ConfigMap>(
