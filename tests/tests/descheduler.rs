@@ -155,6 +155,7 @@ async fn descheduler_evicts_exactly_the_affine_linked_pods_of_a_violating_node()
             env.dir().join("descheduler-certs").display()
         ))
         .args([
+            &format!("--secure-port={port}"),
             "--descheduling-interval=0",
             "--bind-address=127.0.0.1",
             "--v=3",
