@@ -255,9 +255,13 @@ async fn pods_are_placed_by_fit_taints_selectors_and_the_extender() {
         cond.message
     })
     .await;
+    // Word for word what kube-scheduler v1.32 writes in this situation (reasons sorted as
+    // "<count> <reason>" strings, then DefaultPreemption's finding per node).
     assert_eq!(
         message,
-        "0/3 nodes are available: 2 Insufficient cpu, 1 node(s) had untolerated taint {dedicated: x}."
+        "0/3 nodes are available: 1 node(s) had untolerated taint {dedicated: x}, 2 Insufficient cpu. \
+         preemption: 0/3 nodes are available: 1 Preemption is not helpful for scheduling, 2 No \
+         preemption victims found for incoming pod."
     );
     let events = Api::<Event>::namespaced(c.client.clone(), "default");
     eventually("FailedScheduling and Scheduled events", WAIT, || async {

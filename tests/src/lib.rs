@@ -1,5 +1,10 @@
 //! Test harness shared by the end-to-end tests: starting sim, running real clients against it
-//! (kubectl, the Python client) and waiting on predicates.
+//! (kubectl, the Python client), the project's own binaries and upstream's kube-scheduler and
+//! descheduler, and waiting on predicates.
+
+pub mod cluster;
+pub mod mesh;
+pub mod upstream;
 
 use std::path::{Path, PathBuf};
 use std::process::{Output, Stdio};
@@ -404,6 +409,19 @@ impl Process {
     /// Returns whether the process is still running.
     pub fn is_running(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// Waits for the process to exit and returns its status; panics, showing its output, if it
+    /// is still running after `within`.
+    pub async fn wait_exit(&mut self, within: Duration) -> std::process::ExitStatus {
+        match tokio::time::timeout(within, self.child.wait()).await {
+            Ok(status) => status.expect("waiting for a child process"),
+            Err(_) => panic!(
+                "{} still running after {within:?}; its output:\n{}",
+                self.name,
+                self.output().join("\n")
+            ),
+        }
     }
 
     /// Kills the process and waits for it.

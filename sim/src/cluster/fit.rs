@@ -340,13 +340,15 @@ pub fn least_allocated_score(node: &NodeInfo, requests: &Resources) -> i64 {
 }
 
 /// kube-scheduler's summary of why no node fits: `0/4 nodes are available: 1 Insufficient cpu,
-/// 3 node(s) had untolerated taint {k: v}.` Reasons are counted and sorted, as upstream.
+/// 3 node(s) had untolerated taint {k: v}.` Reasons are counted, and the `<count> <reason>`
+/// strings sorted as strings, as upstream's `FitError.Error` (v1.32) sorts them.
 pub fn unschedulable_message(total: usize, reasons: &[String]) -> String {
     let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
     for r in reasons {
         *counts.entry(r.as_str()).or_default() += 1;
     }
-    let parts: Vec<String> = counts.iter().map(|(r, n)| format!("{n} {r}")).collect();
+    let mut parts: Vec<String> = counts.iter().map(|(r, n)| format!("{n} {r}")).collect();
+    parts.sort();
     if parts.is_empty() {
         format!("0/{total} nodes are available.")
     } else {
@@ -527,7 +529,7 @@ mod tests {
         );
         assert_eq!(
             msg,
-            "0/4 nodes are available: 2 Insufficient cpu, 1 node(s) had untolerated taint {a: }."
+            "0/4 nodes are available: 1 node(s) had untolerated taint {a: }, 2 Insufficient cpu."
         );
     }
 }

@@ -1,5 +1,6 @@
 //! `telemesh-sim dev`: the local dev cluster in one command, as `vault server -dev` is. It starts
-//! sim with N simulated nodes (kubelet stand-ins, scheduler, controllers), one real agent process
+//! sim with N simulated nodes (kubelet stand-ins, scheduler — or the real kube-scheduler with
+//! `--kube-scheduler` — and controllers), one real agent process
 //! per node and two coordinator replicas behind a Service stand-in, everything on loopback with
 //! gossip sealed and QUIC under mutual TLS (keys and certificates generated into the state
 //! directory); applies the TAS policy examples and a demo Deployment; plays the scenario and tells
@@ -30,6 +31,7 @@ use telemesh_core::policy::TASPolicy;
 use telemesh_core::quic::tls::DevCa;
 use telemesh_sim::cluster::kubelet::{Backoff, Kubelet};
 use telemesh_sim::cluster::scenario::{Scenario, Telemetry};
+use telemesh_sim::cluster::scheduler::upstream::{self, Render};
 use telemesh_sim::cluster::scheduler::{self, config::SchedulerConfiguration};
 use telemesh_sim::{Sim, SimConfig};
 
@@ -89,6 +91,11 @@ pub struct DevArgs {
     /// Where telemesh-agent and telemesh-coordinator are; default: beside telemesh-sim.
     #[arg(long, env = "TELEMESH_DEV_BIN_DIR")]
     bin_dir: Option<PathBuf>,
+    /// Run this kube-scheduler binary (e.g. ../shared/tools/kube-scheduler, v1.32) with the
+    /// scheduler configuration in place of sim's stand-in, to watch the real thing place pods.
+    /// Its log is logs/kube-scheduler.log.
+    #[arg(long, env = "TELEMESH_DEV_KUBE_SCHEDULER")]
+    kube_scheduler: Option<PathBuf>,
 }
 
 /// Runs the dev cluster; returns whether the story was complete (headless) or `true` after
@@ -96,10 +103,24 @@ pub struct DevArgs {
 pub async fn run(args: DevArgs) -> anyhow::Result<bool> {
     let agent_bin = binary(args.bin_dir.as_deref(), "telemesh-agent")?;
     let coordinator_bin = binary(args.bin_dir.as_deref(), "telemesh-coordinator")?;
-    let scheduler_config = match &args.scheduler_config {
-        Some(path) => SchedulerConfiguration::load(path)?,
-        None => SchedulerConfiguration::parse(DEV_SCHEDULER_CONFIG)?,
+    let scheduler_text = match &args.scheduler_config {
+        Some(path) => std::fs::read_to_string(path)
+            .with_context(|| format!("reading the scheduler configuration {}", path.display()))?,
+        None => DEV_SCHEDULER_CONFIG.to_owned(),
     };
+    let scheduler_config = SchedulerConfiguration::parse(&scheduler_text).with_context(|| {
+        args.scheduler_config.as_ref().map_or_else(
+            || "in the built-in dev configuration".to_owned(),
+            |p| format!("in {}", p.display()),
+        )
+    })?;
+    if let Some(path) = &args.kube_scheduler {
+        anyhow::ensure!(
+            path.is_file(),
+            "--kube-scheduler {}: no such file",
+            path.display()
+        );
+    }
     let service_addr = extender_address(&scheduler_config)?;
     let extender_url = scheduler_config
         .extenders
@@ -137,12 +158,28 @@ pub async fn run(args: DevArgs) -> anyhow::Result<bool> {
         let telemetry = scenario.prepare(&dir.join("nodes"), &nodes)?;
         let (faults, faults_rx) = watch::channel(Vec::new());
         let (decisions, _) = broadcast::channel(1024);
-        tasks = start_cluster(&client, &nodes, scheduler_config, faults_rx, decisions.clone(), &stop);
+        let plan = Plan::new(&nodes)?;
+        // The real kube-scheduler, or sim's stand-in with the same configuration.
+        let stand_in = args.kube_scheduler.is_none().then_some(scheduler_config);
+        tasks = start_cluster(&client, &nodes, stand_in, faults_rx, decisions.clone(), &stop);
+        if let Some(binary) = &args.kube_scheduler {
+            let rendered = Render { kubeconfig: kubeconfig.clone(), ..Render::default() }.apply(&scheduler_text)?;
+            let config = dir.join("kube-scheduler.yaml");
+            std::fs::write(&config, rendered).with_context(|| format!("writing {}", config.display()))?;
+            let args = upstream::args(&config, &dir.join("tls/kube-scheduler"), 0);
+            processes.spawn("kube-scheduler", binary, &args, &dir.join("logs/kube-scheduler.log"))?;
+            story.follow_filter_metrics(plan.coordinator_metrics());
+            story.say(&format!(
+                "the real kube-scheduler ({}) places pods with {}; its log: {}",
+                binary.display(),
+                config.display(),
+                dir.join("logs/kube-scheduler.log").display()
+            ));
+        }
 
         let keys = dir.join("gossip.keys");
         write_secret(&keys, &format!("{}\n", Keyring::generate_line()?))?;
         let ca = DevCa::create(&dir.join("tls"), "telemesh-dev-ca")?;
-        let plan = Plan::new(&nodes)?;
         for (i, node) in nodes.iter().enumerate() {
             let tls = ca.issue(node, &[node.as_str(), "127.0.0.1"])?;
             let args = plan.agent_args(i, node, &dir, &kubeconfig, &keys, &tls);
@@ -325,7 +362,7 @@ async fn start_sim(args: &DevArgs, dir: &Path) -> anyhow::Result<Sim> {
 fn start_cluster(
     client: &Client,
     nodes: &[String],
-    config: SchedulerConfiguration,
+    config: Option<SchedulerConfiguration>,
     faults: watch::Receiver<Vec<telemesh_sim::cluster::kubelet::FaultRule>>,
     decisions: broadcast::Sender<scheduler::Decision>,
     stop: &CancellationToken,
@@ -343,16 +380,18 @@ fn start_cluster(
             stop.clone(),
         )));
     }
-    let settings = scheduler::Settings {
-        config,
-        ..scheduler::Settings::default()
-    };
-    let (client2, stop2) = (client.clone(), stop.clone());
-    tasks.push(tokio::spawn(async move {
-        if let Err(e) = scheduler::run(client2, settings, decisions, stop2).await {
-            tracing::error!(error = format!("{e:#}"), "the scheduler stopped");
-        }
-    }));
+    if let Some(config) = config {
+        let settings = scheduler::Settings {
+            config,
+            ..scheduler::Settings::default()
+        };
+        let (client2, stop2) = (client.clone(), stop.clone());
+        tasks.push(tokio::spawn(async move {
+            if let Err(e) = scheduler::run(client2, settings, decisions, stop2).await {
+                tracing::error!(error = format!("{e:#}"), "the scheduler stopped");
+            }
+        }));
+    }
     tasks.push(tokio::spawn(telemesh_sim::cluster::controllers::run(
         client.clone(),
         stop.clone(),
@@ -459,6 +498,13 @@ impl Plan {
             .map(|a| a.gossip.to_string())
             .collect::<Vec<_>>()
             .join(",")
+    }
+
+    fn coordinator_metrics(&self) -> Vec<String> {
+        self.coordinators
+            .iter()
+            .map(|c| format!("http://{}/metrics", c.http))
+            .collect()
     }
 
     fn coordinator_apis(&self) -> Vec<String> {

@@ -86,6 +86,9 @@ pub struct Story {
     nodes: usize,
     seen: Mutex<BTreeMap<Step, Duration>>,
     state: Mutex<Observed>,
+    /// With the real kube-scheduler (which reports no decisions to us): the coordinators'
+    /// metrics URLs, whose filter counts show the extender refusing nodes.
+    filter_metrics: std::sync::OnceLock<Vec<String>>,
 }
 
 #[derive(Default)]
@@ -115,7 +118,16 @@ impl Story {
             nodes: nodes.len(),
             seen: Mutex::new(BTreeMap::new()),
             state: Mutex::new(Observed::default()),
+            filter_metrics: std::sync::OnceLock::new(),
         }
+    }
+
+    /// The real kube-scheduler places pods: the extender's refusals are read from the
+    /// coordinators' metrics at `urls` (`/metrics`) instead of the stand-in's decisions. In the
+    /// built-in scenario only sim-node-1 ever breaks dontschedule, so any node the filter
+    /// removed is sim-node-1.
+    pub fn follow_filter_metrics(&self, urls: Vec<String>) {
+        let _ = self.filter_metrics.set(urls);
     }
 
     /// Prints one line of the story.
@@ -353,6 +365,7 @@ impl Story {
         if !self.built_in {
             return Ok(());
         }
+        self.observe_filter_metrics().await;
         let bad_labelled = self
             .lock()
             .labels
@@ -387,6 +400,39 @@ impl Story {
         Ok(())
     }
 }
+
+impl Story {
+    async fn observe_filter_metrics(&self) {
+        let Some(urls) = self.filter_metrics.get() else {
+            return;
+        };
+        if self.lock().extender_filtered_bad_node {
+            return;
+        }
+        let mut removed = 0.0;
+        for url in urls {
+            let Ok(body) = telemesh_sim::cluster::http::request(http::Method::GET, url, None).await
+            else {
+                continue;
+            };
+            removed += String::from_utf8_lossy(&body)
+                .lines()
+                .filter_map(|l| l.strip_prefix(FILTER_FAILED_METRIC))
+                .filter_map(|v| v.trim().parse::<f64>().ok())
+                .sum::<f64>();
+        }
+        if removed > 0.0 {
+            self.lock().extender_filtered_bad_node = true;
+            self.say(&format!(
+                "the coordinators' filter has refused {removed} candidate node(s) so far (only {BAD_NODE} breaks dontschedule)"
+            ));
+        }
+    }
+}
+
+/// The coordinator's count of candidate nodes its filter removed.
+const FILTER_FAILED_METRIC: &str =
+    "telemesh_coordinator_extender_filtered_nodes_total{result=\"Failed\"}";
 
 /// Fails when a child process has exited (its log says why).
 pub fn check_processes(processes: &mut Processes) -> anyhow::Result<()> {

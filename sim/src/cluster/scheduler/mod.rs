@@ -10,6 +10,7 @@
 
 pub mod config;
 pub mod extender;
+pub mod upstream;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -148,6 +149,31 @@ pub async fn run(
     }
 }
 
+/// What kube-scheduler (v1.32) writes into PodScheduled and the FailedScheduling Event when no
+/// node takes a pod: the filters' reasons, then what its PostFilter (DefaultPreemption) found,
+/// `preemption: 0/3 nodes are available: 1 Preemption is not helpful for scheduling, 2 No
+/// preemption victims found for incoming pod.` A node rejected as unresolvable (taints,
+/// affinity, an extender's FailedAndUnresolvableNodes) is one preemption cannot help; sim never
+/// preempts, so every other node is one where preemption found no victims.
+pub fn unschedulable_message(total: usize, reasons: &[(String, bool)]) -> String {
+    let filters: Vec<String> = reasons.iter().map(|(r, _)| r.clone()).collect();
+    let preemption: Vec<String> = reasons
+        .iter()
+        .map(|(_, unresolvable)| {
+            if *unresolvable {
+                "Preemption is not helpful for scheduling".to_owned()
+            } else {
+                "No preemption victims found for incoming pod".to_owned()
+            }
+        })
+        .collect();
+    format!(
+        "{} preemption: {}",
+        fit::unschedulable_message(total, &filters),
+        fit::unschedulable_message(total, &preemption)
+    )
+}
+
 struct Scheduler {
     client: Client,
     settings: Settings,
@@ -280,12 +306,17 @@ impl Scheduler {
         infos: &BTreeMap<String, NodeInfo>,
         nodes: &BTreeMap<String, &Node>,
     ) -> Result<(String, BTreeMap<String, String>), String> {
-        let mut reasons = Vec::new();
+        // Each rejected node's reason, and whether preemption could never help there.
+        let mut reasons: Vec<(String, bool)> = Vec::new();
         let mut feasible = Vec::new();
         for info in infos.values() {
             match fit::check(pod, requests, info, &self.ignored) {
                 Ok(()) => feasible.push(info.name.clone()),
-                Err(unfit) => reasons.push(unfit.to_string()),
+                Err(unfit) => {
+                    let unresolvable =
+                        matches!(unfit, fit::Unfit::Taint { .. } | fit::Unfit::Affinity);
+                    reasons.push((unfit.to_string(), unresolvable));
+                }
             }
         }
         let wants = fit::resource_names(pod);
@@ -309,10 +340,9 @@ impl Scheduler {
                         (None, Some(list)) => list.items.iter().map(|n| n.name_any()).collect(),
                         (None, None) => BTreeSet::new(),
                     };
-                    // Each node once, unresolvable first, as upstream records statuses (sim
-                    // does not preempt, so only the reasons are used).
+                    // Each node once, unresolvable first, as upstream records statuses.
                     for (node, rejection) in extender::rejections(&result) {
-                        reasons.push(rejection.reason.clone());
+                        reasons.push((rejection.reason.clone(), rejection.unresolvable));
                         filtered.insert(node, rejection.reason);
                     }
                     feasible.retain(|n| survivors.contains(n));
@@ -324,7 +354,7 @@ impl Scheduler {
             }
         }
         if feasible.is_empty() {
-            return Err(fit::unschedulable_message(infos.len(), &reasons));
+            return Err(unschedulable_message(infos.len(), &reasons));
         }
         let mut scores: BTreeMap<&str, i64> = feasible
             .iter()
