@@ -293,8 +293,6 @@ async fn sims_stand_in_words_a_refusal_as_kube_scheduler_does() {
 /// `kubectl describe pod` of a pod the extender refused shows kube-scheduler's FailedScheduling
 /// Event, which it records through events.k8s.io/v1 while describe reads core v1 Events.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs one Event store served as both v1 and events.k8s.io/v1 (issue 15 item 2, wt-tidy \
-            commit bd15605); run with --ignored once this branch has it"]
 async fn kubectl_describe_shows_the_extenders_refusal() {
     let test = "kubectl_describe_shows_the_extenders_refusal";
     let Some(scene) = Scene::start(test, [5.0, 5.0, 5.0], true).await else {
