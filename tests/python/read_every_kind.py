@@ -36,7 +36,11 @@ MINIMAL = [
      "spec": {"limits": [{"type": "Container", "max": {"cpu": "2"}}]}},
     {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "rq"}, "spec": {"hard": {"pods": "10"}}},
     {"apiVersion": "v1", "kind": "Event", "metadata": {"name": "ev"},
-     "involvedObject": {"kind": "Pod", "name": "p", "namespace": NS}, "reason": "Tested", "message": "m"},
+     "involvedObject": {"kind": "Pod", "name": "p", "namespace": NS}, "reason": "Tested", "message": "m",
+     # events.k8s.io/v1 serves this Event too, and the client's model there requires eventTime
+     # (an Event without one fails it against kube-apiserver alike).
+     "eventTime": "2026-01-01T00:00:00.000000Z", "reportingComponent": "tests", "reportingInstance": "tests-1",
+     "action": "Testing", "type": "Normal"},
     {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"}, "spec": {"selector": SELECTOR, "template": TEMPLATE}},
     {"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "rs"}, "spec": {"selector": SELECTOR, "template": TEMPLATE}},
     {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "sts"}, "spec": {"selector": SELECTOR, "template": TEMPLATE}},
