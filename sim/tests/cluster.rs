@@ -316,6 +316,54 @@ async fn a_failing_extender_is_skipped_only_when_ignorable() {
     assert!(message.contains(&format!("extender {url}")), "{message}");
 }
 
+/// Like kube-scheduler v1.32, a pod an extender rejected is tried again on a cluster event (here
+/// a Node annotation, as the agents write on recovery) and not on a timer: the extender is asked
+/// nothing more while the cluster stands still, however many queue ticks pass.
+#[tokio::test]
+async fn an_extender_rejection_is_retried_on_a_cluster_event_not_a_timer() {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let url = fake_extender(calls.clone()).await;
+    // One node, which the extender turns down.
+    let c = cluster(1, scheduler_config(&url, false)).await;
+    let opted_in =
+        json!({"containers": container(json!({"limits": {"telemetry/scheduling": "1"}}))});
+    create_pod(&c.client, "p", opted_in, json!({})).await;
+    let pods = Api::<Pod>::namespaced(c.client.clone(), "default");
+    eventually("p unschedulable for the extender", WAIT, || async {
+        let pod = pods.get("p").await.ok()?;
+        pod.status?
+            .conditions?
+            .into_iter()
+            .find(|c| c.type_ == "PodScheduled" && c.status == "False")
+    })
+    .await;
+    let asked = calls.load(Ordering::SeqCst);
+    assert!(asked >= 1);
+    // Ten of the scheduler's queue ticks (200 ms each in this cluster) with nothing changing.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        asked,
+        "retried without a cluster event"
+    );
+    Api::<Node>::all(c.client.clone())
+        .patch(
+            "sim-node-0",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"metadata": {"annotations": {"telemesh.io/schedulable-since": "now"}}}),
+            ),
+        )
+        .await
+        .unwrap();
+    eventually(
+        "the extender asked again after the Node changed",
+        WAIT,
+        || async { (calls.load(Ordering::SeqCst) > asked).then_some(()) },
+    )
+    .await;
+}
+
 #[tokio::test]
 async fn the_kubelet_crashes_pods_on_cue_and_completes_jobs() {
     let c = cluster(2, SchedulerConfiguration::default()).await;

@@ -43,8 +43,12 @@ pub struct Settings {
     pub scheduler_name: String,
     /// Extenders and their options.
     pub config: SchedulerConfiguration,
-    /// How often unschedulable pods are tried again.
+    /// How often the queue is looked at without a cluster event: pods whose binding failed are
+    /// tried again then, and unschedulable pods once they are due for the flush.
     pub retry: Duration,
+    /// How long a pod no node takes waits without a cluster event before it is tried again:
+    /// upstream's `podMaxInUnschedulablePodsDuration` (5 minutes).
+    pub flush: Duration,
 }
 
 impl Default for Settings {
@@ -53,6 +57,7 @@ impl Default for Settings {
             scheduler_name: "default-scheduler".into(),
             config: SchedulerConfiguration::default(),
             retry: Duration::from_secs(1),
+            flush: Duration::from_secs(300),
         }
     }
 }
@@ -183,9 +188,45 @@ struct Scheduler {
     /// Pods bound by this scheduler that the pod cache has not shown bound yet (upstream's
     /// assume cache): counted on their node so two passes never overfill it.
     assumed: HashMap<String, (String, fit::Resources)>,
-    /// Pod UID → the last unschedulable message recorded, so a retry does not repeat the Event.
-    unschedulable: HashMap<String, String>,
+    /// Pod UID → why no node took it and when, so a retry does not repeat the Event and the pod
+    /// waits for a cluster event or the flush, as in upstream's unschedulable queue.
+    unschedulable: HashMap<String, Unschedulable>,
     decisions: broadcast::Sender<Decision>,
+}
+
+/// A pod no node took: what was recorded, the cluster it was tried against, and when.
+#[derive(Debug, Clone)]
+struct Unschedulable {
+    message: String,
+    cluster: u64,
+    since: tokio::time::Instant,
+}
+
+impl Unschedulable {
+    /// Returns whether the pod is tried again: kube-scheduler v1.32 moves a pod an extender (or
+    /// any filter) rejected back to its active queue on a cluster event (for an extender's
+    /// rejection, any Node or assigned-pod change) or when it has waited `flush`; nothing else
+    /// retries it, so neither does sim.
+    fn due(&self, cluster: u64, now: tokio::time::Instant, flush: Duration) -> bool {
+        self.cluster != cluster || now.duration_since(self.since) >= flush
+    }
+}
+
+/// Returns a fingerprint of what upstream's cluster events are about: every Node and every
+/// assigned pod, by UID and resourceVersion. A pending pod's own updates (the scheduler's
+/// PodScheduled condition among them) leave it unchanged, as they requeue nothing upstream.
+fn cluster_fingerprint(nodes: &[Arc<Node>], pods: &[Arc<Pod>]) -> u64 {
+    use std::hash::{Hash as _, Hasher as _};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    for node in nodes {
+        (node.uid(), node.resource_version()).hash(&mut hasher);
+    }
+    for pod in pods.iter().filter(|p| node_name(p).is_some()) {
+        (pod.uid(), pod.resource_version()).hash(&mut hasher);
+    }
+    // Deletions count too: the number of objects is part of the fingerprint.
+    (nodes.len(), pods.len()).hash(&mut hasher);
+    hasher.finish()
 }
 
 fn node_name(pod: &Pod) -> Option<&str> {
@@ -214,6 +255,8 @@ impl Scheduler {
                     .any(|p| p.uid().as_deref() == Some(uid) && node_name(p).is_none())
         });
         self.unschedulable.retain(|uid, _| present.contains(uid));
+        let cluster = cluster_fingerprint(nodes, pods);
+        let now = tokio::time::Instant::now();
 
         let mut infos: BTreeMap<String, NodeInfo> = nodes
             .iter()
@@ -239,7 +282,13 @@ impl Scheduler {
                     && p.metadata.deletion_timestamp.is_none()
                     && !is_terminal(p)
                     && self.is_ours(p)
-                    && p.uid().is_some_and(|uid| !self.assumed.contains_key(&uid))
+                    && p.uid().is_some_and(|uid| {
+                        !self.assumed.contains_key(&uid)
+                            && self
+                                .unschedulable
+                                .get(&uid)
+                                .is_none_or(|u| u.due(cluster, now, self.settings.flush))
+                    })
             })
             .collect();
         // Upstream's queue order: higher priority first, then older first.
@@ -252,7 +301,7 @@ impl Scheduler {
         });
         let by_name: BTreeMap<String, &Node> = nodes.iter().map(|n| (n.name_any(), &**n)).collect();
         for pod in pending {
-            self.schedule_one(pod, &mut infos, &by_name).await;
+            self.schedule_one(pod, &mut infos, &by_name, cluster).await;
         }
     }
 
@@ -261,6 +310,7 @@ impl Scheduler {
         pod: &Pod,
         infos: &mut BTreeMap<String, NodeInfo>,
         nodes: &BTreeMap<String, &Node>,
+        cluster: u64,
     ) {
         let key = format!("{}/{}", pod.namespace().unwrap_or_default(), pod.name_any());
         let requests = fit::pod_requests(pod);
@@ -293,7 +343,7 @@ impl Scheduler {
                     tracing::debug!(pod = %key, %node, error = format!("{e:#}"), "binding failed; retrying")
                 }
             },
-            Err(message) => self.unschedulable(pod, key, message).await,
+            Err(message) => self.unschedulable(pod, key, message, cluster).await,
         }
     }
 
@@ -465,13 +515,21 @@ impl Scheduler {
         Ok(())
     }
 
-    async fn unschedulable(&mut self, pod: &Pod, key: String, message: String) {
+    async fn unschedulable(&mut self, pod: &Pod, key: String, message: String, cluster: u64) {
         let Some(uid) = pod.uid() else { return };
-        if self.unschedulable.get(&uid) == Some(&message) {
+        let entry = Unschedulable {
+            message: message.clone(),
+            cluster,
+            since: tokio::time::Instant::now(),
+        };
+        let unchanged = self
+            .unschedulable
+            .insert(uid, entry)
+            .is_some_and(|previous| previous.message == message);
+        if unchanged {
             return;
         }
         tracing::info!(pod = %key, %message, "unschedulable");
-        self.unschedulable.insert(uid, message.clone());
         let api: Api<Pod> =
             Api::namespaced(self.client.clone(), &pod.namespace().unwrap_or_default());
         let status = json!({"status": {"conditions": [{
@@ -506,5 +564,66 @@ impl Scheduler {
         if let Err(e) = self.recorder.publish(&event, &pod.object_ref(&())).await {
             tracing::debug!(error = %e, "recording a scheduler event failed");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(uid: &str, rv: &str, node: Option<&str>) -> Arc<Pod> {
+        Arc::new(
+            serde_json::from_value(json!({
+                "metadata": {"name": uid, "uid": uid, "resourceVersion": rv},
+                "spec": {"containers": [], "nodeName": node},
+            }))
+            .expect("a pod"),
+        )
+    }
+
+    fn node(uid: &str, rv: &str) -> Arc<Node> {
+        Arc::new(
+            serde_json::from_value(json!({
+                "metadata": {"name": uid, "uid": uid, "resourceVersion": rv}
+            }))
+            .expect("a node"),
+        )
+    }
+
+    #[test]
+    fn a_pending_pods_own_updates_are_no_cluster_event() {
+        let nodes = [node("n1", "1")];
+        let before = cluster_fingerprint(&nodes, &[pod("a", "2", Some("n1")), pod("p", "3", None)]);
+        // The pending pod's PodScheduled condition written: nothing upstream requeues on.
+        let own = cluster_fingerprint(&nodes, &[pod("a", "2", Some("n1")), pod("p", "4", None)]);
+        assert_eq!(before, own);
+        // An assigned pod changed, one was deleted, a node changed: cluster events.
+        for (nodes, pods) in [
+            (
+                vec![node("n1", "1")],
+                vec![pod("a", "5", Some("n1")), pod("p", "3", None)],
+            ),
+            (vec![node("n1", "1")], vec![pod("p", "3", None)]),
+            (
+                vec![node("n1", "6")],
+                vec![pod("a", "2", Some("n1")), pod("p", "3", None)],
+            ),
+        ] {
+            assert_ne!(before, cluster_fingerprint(&nodes, &pods));
+        }
+    }
+
+    #[test]
+    fn an_unschedulable_pod_waits_for_a_cluster_event_or_the_flush() {
+        let since = tokio::time::Instant::now();
+        let flush = Duration::from_secs(300);
+        let waiting = Unschedulable {
+            message: "0/1 nodes are available".into(),
+            cluster: 7,
+            since,
+        };
+        assert!(!waiting.due(7, since + Duration::from_secs(299), flush));
+        assert!(waiting.due(8, since + Duration::from_secs(1), flush));
+        assert!(waiting.due(7, since + flush, flush));
     }
 }
