@@ -6,62 +6,20 @@
 //! under the TAS prefix is never touched.
 #![allow(clippy::unwrap_used)]
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use clap::Parser as _;
-use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
-use kube::core::ApiResource;
-use telemesh_agent::config::{Cli, Config};
 use telemesh_core::policy::TASPolicy;
-use telemesh_core::policy::crd::CRD_YAML;
 use telemesh_core::testing::eventually;
 use tokio_util::sync::CancellationToken;
 
-const KEY: &str = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=";
-const NS: &str = "health-metric-demo";
-const WAIT: Duration = Duration::from_secs(20);
-
-/// A host root with the fixture's /proc and a textfile directory holding `metrics`.
-fn host_root(dir: &Path, metrics: &str) {
-    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/host-a/proc");
-    telemesh_core::testing::copy_tree(&fixture, &dir.join("proc")).unwrap();
-    std::fs::create_dir_all(dir.join("textfile")).unwrap();
-    script(dir, metrics);
-}
-
-/// Rewrites the node's scripted metrics atomically, as node-exporter asks textfile writers to.
-fn script(dir: &Path, metrics: &str) {
-    let tmp = dir.join("textfile/.metrics.prom.tmp");
-    std::fs::write(&tmp, metrics).unwrap();
-    std::fs::rename(tmp, dir.join("textfile/metrics.prom")).unwrap();
-}
-
-fn config(node: &str, root: &Path, keys: &Path, kubeconfig: &Path, seeds: &[String]) -> Config {
-    let mut args = vec![
-        "telemesh-agent".to_string(),
-        format!("--node-name={node}"),
-        format!("--host-root={}", root.display()),
-        "--textfile-dir=/textfile".into(),
-        format!("--gossip-key-file={}", keys.display()),
-        format!("--kubeconfig={}", kubeconfig.display()),
-        "--gossip-listen=127.0.0.1:0".into(),
-        "--http-listen=127.0.0.1:0".into(),
-        "--gossip-interval=100ms".into(),
-        "--collect-interval=100ms".into(),
-        "--policy-interval=500ms".into(),
-        "--violation-grace=0s".into(),
-        "--min-pod-age=0s".into(),
-    ];
-    if !seeds.is_empty() {
-        args.push(format!("--gossip-seeds={}", seeds.join(",")));
-    }
-    Config::try_from(Cli::try_parse_from(args).unwrap()).unwrap()
-}
+use common::{NS, PolicyEnv, WAIT, host_root, script};
 
 fn pod(name: &str, node: &str, labels: serde_json::Value) -> Pod {
     serde_json::from_value(serde_json::json!({
@@ -150,28 +108,27 @@ async fn events(client: &kube::Client, namespace: &str, reason: &str, name: &str
         .collect()
 }
 
-struct Cluster {
-    kubeconfig: PathBuf,
-    keys: PathBuf,
+struct Cluster<'a> {
+    env: &'a PolicyEnv,
     roots: Vec<PathBuf>,
     seeds: Vec<String>,
 }
 
-impl Cluster {
+impl Cluster<'_> {
     async fn start_agent(&mut self, i: usize) -> telemesh_agent::Agent {
         let node = format!("sim-node-{i}");
-        let agent = telemesh_agent::start(
-            config(
-                &node,
-                &self.roots[i],
-                &self.keys,
-                &self.kubeconfig,
-                &self.seeds,
-            ),
-            CancellationToken::new(),
-        )
-        .await
-        .unwrap();
+        let mut extra = vec![
+            "--policy-interval=500ms".to_string(),
+            "--violation-grace=0s".into(),
+            "--min-pod-age=0s".into(),
+        ];
+        if !self.seeds.is_empty() {
+            extra.push(format!("--gossip-seeds={}", self.seeds.join(",")));
+        }
+        let config = self.env.agent_config(&node, &self.roots[i], &extra);
+        let agent = telemesh_agent::start(config, CancellationToken::new())
+            .await
+            .unwrap();
         if self.seeds.is_empty() {
             self.seeds.push(agent.gossip_addr.to_string());
         }
@@ -181,42 +138,10 @@ impl Cluster {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn seed_policies_label_evict_and_clean_up_across_a_restart() {
-    telemesh_core::telemetry::init(telemesh_core::cli::LogFormat::Text, "warn");
-    let sim = telemesh_sim::Sim::start(Default::default()).await.unwrap();
-    telemesh_sim::nodes::create_nodes(&sim.server, 2).unwrap();
-    let client = sim.client().await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    sim.write_kubeconfig(&kubeconfig).unwrap();
-    let keys = dir.path().join("keys");
-    std::fs::write(&keys, format!("{KEY}\n")).unwrap();
-
     // The CRD, the namespace and the seed's policy files, unchanged.
-    let crd: CustomResourceDefinition = serde_yaml_ng::from_str(CRD_YAML).unwrap();
-    Api::<CustomResourceDefinition>::all(client.clone())
-        .create(&PostParams::default(), &crd)
-        .await
-        .unwrap();
-    let ns: Namespace =
-        serde_json::from_value(serde_json::json!({"metadata": {"name": NS}})).unwrap();
-    Api::<Namespace>::all(client.clone())
-        .create(&PostParams::default(), &ns)
-        .await
-        .unwrap();
-    let resource = ApiResource::erase::<TASPolicy>(&());
-    let policies: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &resource);
-    for file in ["scheduling-policy.yaml", "multirules-policy.yaml"] {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../deploy/examples")
-            .join(file);
-        let obj: DynamicObject =
-            serde_yaml_ng::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-        eventually("the CRD serves TASPolicies", WAIT, || {
-            let (policies, obj) = (policies.clone(), obj.clone());
-            async move { policies.create(&PostParams::default(), &obj).await.ok() }
-        })
-        .await;
-    }
+    let env = PolicyEnv::start(2, &["scheduling-policy.yaml", "multirules-policy.yaml"]).await;
+    let client = env.client.clone();
+    let policies = env.policies.clone();
 
     // Pods: on node 0 two linked, one linked but protected by a budget, one unlinked; on node 1
     // one linked (its node stays healthy).
@@ -265,10 +190,9 @@ async fn seed_policies_label_evict_and_clean_up_across_a_restart() {
         .unwrap();
 
     let mut cluster = Cluster {
-        kubeconfig,
-        keys,
+        env: &env,
         roots: (0..2)
-            .map(|i| dir.path().join(format!("node-{i}")))
+            .map(|i| env.dir.path().join(format!("node-{i}")))
             .collect(),
         seeds: Vec::new(),
     };
