@@ -42,6 +42,7 @@ use telemesh_coordinator::view::{ClusterView, NodeEntry, Snapshot};
 use telemesh_core::gossip::schema::unix_ms;
 use telemesh_core::gossip::{Liveness, NodeState};
 use telemesh_core::policy::{Policy, TASPolicy};
+use telemesh_sim::cluster::scheduler::upstream::Render;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -242,31 +243,33 @@ fn set(map: &mut Value, key: &str, value: Value) {
     }
 }
 
-/// deploy/scheduler/kube-scheduler-config.yaml for this run.
+/// deploy/scheduler/kube-scheduler-config.yaml for this run: rendered for one instance as the
+/// tests and the dev cluster render it, then with client QPS raised and this mode's transport.
 fn scheduler_config(
     mode: Mode,
     kubeconfig: &Path,
     url_prefix: Option<&str>,
     certs: &Certs,
 ) -> anyhow::Result<String> {
-    let mut doc: Value = serde_yaml_ng::from_str(SHIPPED)?;
-    let mut client = serde_yaml_ng::Mapping::new();
-    client.insert("kubeconfig".into(), kubeconfig.display().to_string().into());
-    client.insert("qps".into(), 5000.into());
-    client.insert("burst".into(), 10000.into());
-    set(&mut doc, "clientConnection", Value::Mapping(client));
-    let mut election = serde_yaml_ng::Mapping::new();
-    election.insert("leaderElect".into(), false.into());
-    set(&mut doc, "leaderElection", Value::Mapping(election));
+    let rendered = Render {
+        kubeconfig: kubeconfig.to_path_buf(),
+        url_prefix: url_prefix.map(str::to_owned),
+        node_cache_capable: None,
+    }
+    .apply(SHIPPED)?;
+    let mut doc: Value = serde_yaml_ng::from_str(&rendered)?;
+    if let Some(client) = doc.get_mut("clientConnection") {
+        set(client, "qps", 5000.into());
+        set(client, "burst", 10000.into());
+    }
     let extenders = doc
         .get_mut("extenders")
         .and_then(Value::as_sequence_mut)
         .context("the shipped configuration registers an extender")?;
     match (mode, url_prefix) {
         (Mode::None, _) => extenders.clear(),
-        (_, Some(url)) => {
+        (_, Some(_)) => {
             let ext = extenders.first_mut().context("one extender")?;
-            set(ext, "urlPrefix", url.into());
             if mode == Mode::Http {
                 set(ext, "enableHTTPS", false.into());
                 if let Some(m) = ext.as_mapping_mut() {

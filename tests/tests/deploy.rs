@@ -23,6 +23,7 @@ use kube::api::{Api, ListParams, Patch, PatchParams};
 use serde_json::{Value as Json, json};
 use telemesh_core::policy::TASPolicy;
 use telemesh_sim::{Auth, Rule, SimConfig, UserInfo};
+use telemesh_tests::mesh::{log_field, script_textfile};
 use telemesh_tests::{Process, SimEnv, eventually, workspace_binary};
 use tokio::process::Command;
 
@@ -724,13 +725,6 @@ fn service_account(name: &str) -> UserInfo {
     }
 }
 
-/// Reads a JSON log line's field (`fields.<key>` in tracing's JSON format).
-fn log_field(line: &str, message: &str, key: &str) -> Option<String> {
-    let v: Json = serde_json::from_str(line).ok()?;
-    let fields = &v["fields"];
-    (fields["message"] == message).then(|| fields[key].as_str().map(str::to_owned))?
-}
-
 /// The status code of `GET http://addr/path`, if it answers.
 async fn http_status(addr: SocketAddr, path: &str) -> Option<u16> {
     use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
@@ -747,13 +741,6 @@ async fn http_status(addr: SocketAddr, path: &str) -> Option<u16> {
         .nth(1)?
         .parse()
         .ok()
-}
-
-/// Rewrites the agent's scripted metrics atomically, as node-exporter asks textfile writers to.
-fn script(root: &Path, metrics: &str) {
-    let tmp = root.join("textfile/.metrics.prom.tmp");
-    std::fs::write(&tmp, metrics).unwrap();
-    std::fs::rename(tmp, root.join("textfile/metrics.prom")).unwrap();
 }
 
 async fn node_label(nodes: &Api<Node>, key: &str) -> Option<String> {
@@ -907,8 +894,7 @@ async fn rbac_grants_exactly_what_the_binaries_call() {
         &root.join("proc"),
     )
     .unwrap();
-    std::fs::create_dir_all(root.join("textfile")).unwrap();
-    script(&root, "node_metric -1\n");
+    script_textfile(&root, "node_metric -1\n");
     let keys = env.write_file("keys", "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=\n");
 
     let mut cmd = Command::new(workspace_binary("telemesh-agent"));
@@ -1020,7 +1006,7 @@ async fn rbac_grants_exactly_what_the_binaries_call() {
     .await;
     // Recovery, then a second violation: the same label event again, which kube's Recorder
     // sends as a patch of the first event's series.
-    script(&root, "node_metric 50\n");
+    script_textfile(&root, "node_metric 50\n");
     until(&env, "the violator label removed", || {
         let nodes = nodes.clone();
         async move {
@@ -1031,7 +1017,7 @@ async fn rbac_grants_exactly_what_the_binaries_call() {
         }
     })
     .await;
-    script(&root, "node_metric -1\n");
+    script_textfile(&root, "node_metric -1\n");
     until(&env, "the label event repeated as a series", || async {
         label_set_events()
             .await
