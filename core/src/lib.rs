@@ -6,6 +6,7 @@
 //! This crate makes no Kubernetes API calls (it only builds the client, [`client`]); the
 //! binaries do.
 
+pub mod action;
 pub mod cli;
 pub mod client;
 pub mod extender;
