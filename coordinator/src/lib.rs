@@ -7,6 +7,7 @@
 //! The binary is a thin `main`; everything runs from [`run`] so tests and the dev cluster can
 //! start replicas in-process.
 
+pub mod actions;
 pub mod api;
 pub mod config;
 pub mod extender;
