@@ -129,6 +129,8 @@ pub struct Cli {
     /// How long tasks may take to stop after SIGTERM.
     #[arg(long, env = "TELEMESH_SHUTDOWN_GRACE", default_value = "5s", value_parser = parse_duration)]
     pub shutdown_grace: Duration,
+    #[command(flatten)]
+    pub executor: crate::actions::executor::ExecutorArgs,
 }
 
 pub use telemesh_core::cli::{GossipSecurity, GossipSettings, GossipSettingsError};
@@ -173,6 +175,8 @@ pub struct Config {
     pub quic: Option<QuicSettings>,
     /// Shutdown grace.
     pub shutdown_grace: Duration,
+    /// The action executor.
+    pub executor: crate::actions::executor::Settings,
 }
 
 /// A flag combination that cannot work.
@@ -323,6 +327,7 @@ impl TryFrom<Cli> for Config {
             },
             quic,
             shutdown_grace: cli.shutdown_grace,
+            executor: cli.executor.into(),
         })
     }
 }

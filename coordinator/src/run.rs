@@ -164,11 +164,28 @@ pub async fn start(config: Config, stop: CancellationToken) -> anyhow::Result<Co
     tasks.spawn(
         policies
             .clone()
-            .watch(client, policy_metrics, stop.child_token()),
+            .watch(client.clone(), policy_metrics, stop.child_token()),
     );
 
+    // Workload actions: every replica follows placements; the Lease holder executes.
+    let placements = crate::actions::placements::Placements::default();
+    tasks.spawn(placements.clone().watch(client.clone(), stop.child_token()));
+    let executor = crate::actions::executor::context(
+        client.clone(),
+        config.executor.clone(),
+        placements.clone(),
+        &config.replica_name,
+        crate::actions::executor::Metrics::register(registry.sub_registry_with_prefix("actions")),
+    );
+    tasks.spawn(crate::actions::executor::run(
+        executor,
+        config.replica_name.clone(),
+        stop.child_token(),
+    ));
+
     // The extender.
-    let extender = Extender::new(view.clone(), policies.clone(), config.settings);
+    let mut extender = Extender::new(view.clone(), policies.clone(), config.settings);
+    extender.placements = placements;
     let app =
         crate::extender::http::router(extender, extender_metrics, &config.paths, config.max_body);
     let extender_https = extender_tls.is_some();

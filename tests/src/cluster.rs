@@ -18,7 +18,7 @@ pub const POLICY_NAMESPACE: &str = "health-metric-demo";
 #[derive(Debug)]
 pub struct ClusterParts {
     stop: CancellationToken,
-    _faults: tokio::sync::watch::Sender<Vec<telemesh_sim::cluster::kubelet::FaultRule>>,
+    faults: tokio::sync::watch::Sender<Vec<telemesh_sim::cluster::kubelet::FaultRule>>,
 }
 
 impl Drop for ClusterParts {
@@ -45,10 +45,12 @@ impl ClusterParts {
             client.clone(),
             stop.clone(),
         ));
-        Self {
-            stop,
-            _faults: faults,
-        }
+        Self { stop, faults }
+    }
+
+    /// Makes the kubelets apply `rules` from now on (crashes, OOM kills, failures on cue).
+    pub fn set_faults(&self, rules: Vec<telemesh_sim::cluster::kubelet::FaultRule>) {
+        self.faults.send_replace(rules);
     }
 }
 

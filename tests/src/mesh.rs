@@ -72,6 +72,17 @@ impl Mesh {
         agent_args: &[&str],
         replicas: usize,
     ) -> Self {
+        Self::start_with(env, nodes, agent_args, &[], replicas).await
+    }
+
+    /// [`Mesh::start`] with `coordinator_args` added to every coordinator's command line.
+    pub async fn start_with(
+        env: &SimEnv,
+        nodes: &[(&str, &str)],
+        agent_args: &[&str],
+        coordinator_args: &[&str],
+        replicas: usize,
+    ) -> Self {
         let keys = env.write_file("gossip.keys", GOSSIP_KEY);
         let fixture = crate::upstream::workspace_root().join("agent/tests/fixtures/host-a/proc");
         let mut agents = BTreeMap::new();
@@ -124,6 +135,7 @@ impl Mesh {
                 "--gossip-interval=100ms",
                 "--view-tick=50ms",
             ])
+            .args(coordinator_args)
             .arg(format!("--replica-name=coordinator-{r}"))
             .arg(format!("--gossip-seeds={seed}"))
             .arg(format!("--gossip-key-file={}", keys.display()))

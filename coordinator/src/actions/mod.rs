@@ -6,4 +6,5 @@
 //! step, one at a time per workload in arrival order, recording each step in the object's status
 //! before the next starts; every replica's extender enforces the placement an action asks for.
 
+pub mod executor;
 pub mod placements;

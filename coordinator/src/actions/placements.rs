@@ -17,6 +17,7 @@ use tokio_util::sync::CancellationToken;
 #[derive(Clone, Default)]
 pub struct Placements {
     active: Arc<ArcSwap<BTreeMap<String, Placement>>>,
+    changed: Arc<tokio::sync::Notify>,
 }
 
 impl std::fmt::Debug for Placements {
@@ -59,6 +60,17 @@ impl Placements {
         self.active.load().contains_key(action)
     }
 
+    /// Resolves once the placement of `action` (`namespace/name`) is visible here.
+    pub async fn wait_for(&self, action: &str) {
+        loop {
+            let changed = self.changed.notified();
+            if self.contains(action) {
+                return;
+            }
+            changed.await;
+        }
+    }
+
     /// How many placements are active.
     pub fn len(&self) -> usize {
         self.active.load().len()
@@ -80,6 +92,7 @@ impl Placements {
             None => next.remove(&key),
         };
         self.active.store(Arc::new(next));
+        self.changed.notify_waiters();
     }
 
     /// Follows every WorkloadAction until `stop`; the watcher re-lists on errors by itself.
@@ -107,6 +120,7 @@ impl Placements {
                 Some(Ok(Event::InitDone)) => {
                     if let Some(list) = relisted.take() {
                         self.active.store(Arc::new(list));
+                        self.changed.notify_waiters();
                     }
                 }
                 Some(Ok(Event::Apply(a))) => self.set(key(&a), active_placement(&a)),

@@ -990,7 +990,15 @@ pub fn patch_object(
             "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml",
         ));
     }
-    if ty == PatchType::Apply && !opts.field_manager.is_empty() && body.get("metadata").is_none() {
+    let existing = server.store.get(&def.id(), &k);
+    // An apply that creates the object must name it; one to an existing object may leave
+    // metadata out (kube-apiserver merges into the live object, which has its name:
+    // kube-lease-manager renews Leases this way).
+    if ty == PatchType::Apply
+        && existing.is_none()
+        && !opts.field_manager.is_empty()
+        && body.get("metadata").is_none()
+    {
         return Err(ApiError::bad_request(
             "metadata.name: Required value: name is required for apply",
         ));
@@ -1002,7 +1010,6 @@ pub fn patch_object(
         api_version: def.api_version(),
         subresource: sub.map(str::to_owned),
     };
-    let existing = server.store.get(&def.id(), &k);
     if existing.is_none() {
         if ty != PatchType::Apply || sub.is_some() {
             return Err(ApiError::not_found(&def.group, &def.plural, name));

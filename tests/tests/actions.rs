@@ -1,0 +1,529 @@
+//! Workload actions end to end: WorkloadAction objects (as `POST /rpc` stores them) executed
+//! by the leader among two real telemesh-coordinator processes, against sim with its kubelets
+//! and controllers and the real kube-scheduler calling the coordinators' extender (the shipped
+//! dev configuration), so the placement is enforced with every default filter on.
+//!
+//! - Create, Move, Delete and Swap do what they say (pods on the nodes, the exact pod gone,
+//!   replica counts), and a Move never leaves its workload below its count;
+//! - failure paths: a cordoned node (Failed with the scheduler's reason, count restored), a
+//!   new pod that never gets Ready (RolledBack), an unknown pod;
+//! - killing the leader (SIGKILL) with 200 actions queued or running: the other replica takes
+//!   over and every action ends exactly once, no replica added twice.
+//!
+//! Skipped, saying so, when the kube-scheduler binary is absent.
+#![allow(clippy::unwrap_used)]
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::{Client, ResourceExt as _};
+use serde_json::{Value, json};
+use telemesh_core::action::{ActionPhase, WorkloadAction, WorkloadActionSpec};
+use telemesh_sim::cluster::kubelet::{Fault, FaultRule};
+use telemesh_tests::cluster::ClusterParts;
+use telemesh_tests::mesh::Mesh;
+use telemesh_tests::upstream::{KUBE_SCHEDULER, KubeScheduler};
+use telemesh_tests::{SimEnv, eventually};
+
+const NS: &str = "ul";
+const NODES: [&str; 4] = ["sim-node-0", "sim-node-1", "sim-node-2", "sim-node-3"];
+/// Bounds a broken run; not a timing goal.
+const WAIT: Duration = Duration::from_secs(90);
+const COORDINATOR_ARGS: [&str; 4] = [
+    "--leader-lease-duration=3s",
+    "--action-ready-timeout=10s",
+    "--action-unschedulable-grace=1s",
+    "--action-parallelism=16",
+];
+
+struct Scene {
+    env: SimEnv,
+    parts: ClusterParts,
+    mesh: Mesh,
+    _scheduler: KubeScheduler,
+    client: Client,
+    /// The replica that does not lead at the start.
+    standby: String,
+}
+
+impl Scene {
+    /// sim with four nodes, two coordinators and kube-scheduler calling the extender of the
+    /// one that does not lead (so the leader can die while scheduling goes on).
+    async fn start(test: &str) -> Option<Self> {
+        let binary = KUBE_SCHEDULER.find(test)?;
+        telemesh_core::telemetry::init(telemesh_core::cli::LogFormat::Text, "warn");
+        let env = SimEnv::start(NODES.len()).await;
+        let parts = ClusterParts::start(&env, NODES.len()).await;
+        let client = env.client().await;
+        let crd: CustomResourceDefinition =
+            serde_yaml_ng::from_str(telemesh_core::action::crd::CRD_YAML).unwrap();
+        Api::<CustomResourceDefinition>::all(client.clone())
+            .create(&PostParams::default(), &crd)
+            .await
+            .unwrap();
+        let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": NS}})).unwrap();
+        Api::<Namespace>::all(client.clone())
+            .create(&PostParams::default(), &ns)
+            .await
+            .unwrap();
+        let nodes: Vec<(&str, &str)> = NODES.iter().map(|n| (*n, "node_metric 1\n")).collect();
+        let mut mesh = Mesh::start_with(&env, &nodes, &[], &COORDINATOR_ARGS, 2).await;
+        let leader = leader(&client).await;
+        // The leader first, the standby second.
+        let standby = if leader == "coordinator-1" {
+            mesh.coordinators.swap(0, 1);
+            "coordinator-0"
+        } else {
+            "coordinator-1"
+        };
+        let scheduler =
+            KubeScheduler::start(&binary, &env, &mesh.coordinators[1].url_prefix(), true);
+        Some(Self {
+            env,
+            parts,
+            mesh,
+            _scheduler: scheduler,
+            client,
+            standby: standby.to_string(),
+        })
+    }
+
+    async fn deployment(&self, name: &str, replicas: i32) {
+        let d: Deployment = serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": NS},
+            "spec": {
+                "replicas": replicas,
+                "selector": {"matchLabels": {"app.kubernetes.io/name": name}},
+                "template": {
+                    "metadata": {"labels": {"app.kubernetes.io/name": name}},
+                    "spec": {"containers": [{"name": "pause", "image": "registry.k8s.io/pause:3.10",
+                        "resources": {"requests": {"cpu": "1m", "memory": "1Mi"}}}]}
+                }
+            }
+        }))
+        .unwrap();
+        Api::<Deployment>::namespaced(self.client.clone(), NS)
+            .create(&PostParams::default(), &d)
+            .await
+            .unwrap();
+    }
+
+    /// Stores an action as `POST /rpc` does, returns its name.
+    async fn act(&self, method: &str, params: Value) -> String {
+        act(&self.client, method, params).await
+    }
+}
+
+async fn act(client: &Client, method: &str, params: Value) -> String {
+    let request = telemesh_core::action::ActionRequest::parse(
+        telemesh_core::action::Method::parse(method).unwrap(),
+        &params,
+    )
+    .unwrap();
+    let action = WorkloadAction {
+        metadata: kube::api::ObjectMeta {
+            generate_name: Some("wa-".into()),
+            namespace: Some(request.namespace().to_string()),
+            ..Default::default()
+        },
+        spec: WorkloadActionSpec {
+            method: method.into(),
+            target: request.target(),
+            node: request.node().map(str::to_string),
+            params,
+            received_at: format!("{:.6}", jiff::Timestamp::now()),
+            ..Default::default()
+        },
+        status: None,
+    };
+    Api::<WorkloadAction>::namespaced(client.clone(), request.namespace())
+        .create(&PostParams::default(), &action)
+        .await
+        .unwrap()
+        .name_any()
+}
+
+/// The replica holding the executor Lease, once one does.
+async fn leader(client: &Client) -> String {
+    let leases =
+        Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(client.clone(), "default");
+    eventually("a replica to hold the executor Lease", WAIT, || {
+        let leases = leases.clone();
+        async move {
+            let lease = leases.get_opt("telemesh-coordinator").await.ok()??;
+            lease.spec?.holder_identity.filter(|h| !h.is_empty())
+        }
+    })
+    .await
+}
+
+/// Waits until `holder` holds the executor Lease.
+async fn wait_leader(client: &Client, holder: &str) {
+    eventually(
+        &format!("{holder} to take the executor Lease"),
+        WAIT,
+        || async move { (leader(client).await == holder).then_some(()) },
+    )
+    .await;
+}
+
+async fn ended(client: &Client, name: &str) -> WorkloadAction {
+    let api = Api::<WorkloadAction>::namespaced(client.clone(), NS);
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let a = api.get(name).await.unwrap();
+        if a.phase().is_terminal() {
+            return a;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "action {name} did not end within {WAIT:?}: {}",
+            serde_json::to_string_pretty(&a.status).unwrap()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn message(a: &WorkloadAction) -> String {
+    a.status
+        .as_ref()
+        .map(|s| s.message.clone())
+        .unwrap_or_default()
+}
+
+/// Live (not terminating) pods of `app` by name → node.
+async fn pods(client: &Client, app: &str) -> BTreeMap<String, String> {
+    Api::<Pod>::namespaced(client.clone(), NS)
+        .list(&ListParams::default().labels(&format!("app.kubernetes.io/name={app}")))
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .map(|p| {
+            let node = p
+                .spec
+                .as_ref()
+                .and_then(|s| s.node_name.clone())
+                .unwrap_or_default();
+            (p.name_any(), node)
+        })
+        .collect()
+}
+
+async fn replicas(client: &Client, name: &str) -> i32 {
+    Api::<Deployment>::namespaced(client.clone(), NS)
+        .get(name)
+        .await
+        .unwrap()
+        .spec
+        .unwrap()
+        .replicas
+        .unwrap_or(1)
+}
+
+async fn create(scene: &Scene, app: &str, node: &str) -> WorkloadAction {
+    let name = scene
+        .act(
+            "Create",
+            json!({"workload": {"namespace": NS, "kind": "Deployment", "name": app}, "node": {"name": node}}),
+        )
+        .await;
+    ended(&scene.client, &name).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn create_move_delete_and_swap_do_what_they_say() {
+    let Some(scene) = Scene::start("create_move_delete_and_swap_do_what_they_say").await else {
+        return;
+    };
+    let client = scene.client.clone();
+    scene.deployment("test-a", 0).await;
+    scene.deployment("test-b", 0).await;
+
+    // Create A on node 3, then on node 1.
+    let a = create(&scene, "test-a", "sim-node-3").await;
+    assert_eq!(a.phase(), ActionPhase::Succeeded, "{}", message(&a));
+    let created = &a.status.as_ref().unwrap().pods_created;
+    assert_eq!(created.len(), 1);
+    assert_eq!(created[0].node, "sim-node-3");
+    let a = create(&scene, "test-a", "sim-node-1").await;
+    assert_eq!(a.phase(), ActionPhase::Succeeded, "{}", message(&a));
+    let now = pods(&client, "test-a").await;
+    let mut nodes: Vec<&str> = now.values().map(String::as_str).collect();
+    nodes.sort_unstable();
+    assert_eq!(nodes, ["sim-node-1", "sim-node-3"], "{now:?}");
+    assert_eq!(replicas(&client, "test-a").await, 2);
+
+    // Move A's pod from node 1 to node 2: make before break, never below two live pods.
+    let on_1 = now
+        .iter()
+        .find(|(_, n)| *n == "sim-node-1")
+        .unwrap()
+        .0
+        .clone();
+    let watching = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let low_water = tokio::spawn({
+        let (client, watching) = (client.clone(), watching.clone());
+        async move {
+            let mut lowest = usize::MAX;
+            while watching.load(std::sync::atomic::Ordering::Relaxed) {
+                lowest = lowest.min(pods(&client, "test-a").await.len());
+            }
+            lowest
+        }
+    });
+    let moved = scene
+        .act(
+            "Move",
+            json!({"pod": {"namespace": NS, "name": on_1}, "node": {"name": "sim-node-2"}}),
+        )
+        .await;
+    let moved = ended(&client, &moved).await;
+    assert_eq!(moved.phase(), ActionPhase::Succeeded, "{}", message(&moved));
+    let after = pods(&client, "test-a").await;
+    assert!(
+        !after.contains_key(&on_1),
+        "the moved pod is gone: {after:?}"
+    );
+    let mut nodes: Vec<&str> = after.values().map(String::as_str).collect();
+    nodes.sort_unstable();
+    assert_eq!(nodes, ["sim-node-2", "sim-node-3"], "{after:?}");
+    assert_eq!(replicas(&client, "test-a").await, 2);
+    watching.store(false, std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(
+        low_water.await.unwrap(),
+        2,
+        "test-a never ran fewer than 2 pods during the move"
+    );
+    let removed = &moved.status.as_ref().unwrap().pods_removed;
+    assert_eq!(
+        removed.iter().map(|p| p.name.as_str()).collect::<Vec<_>>(),
+        [on_1.as_str()]
+    );
+
+    // Delete exactly A's pod on node 3.
+    let on_3 = after
+        .iter()
+        .find(|(_, n)| *n == "sim-node-3")
+        .unwrap()
+        .0
+        .clone();
+    let deleted = scene
+        .act("Delete", json!({"pod": {"namespace": NS, "name": on_3}}))
+        .await;
+    let deleted = ended(&client, &deleted).await;
+    assert_eq!(
+        deleted.phase(),
+        ActionPhase::Succeeded,
+        "{}",
+        message(&deleted)
+    );
+    let after = pods(&client, "test-a").await;
+    assert_eq!(after.keys().collect::<Vec<_>>().len(), 1, "{after:?}");
+    assert!(
+        !after.contains_key(&on_3),
+        "exactly the named pod went: {after:?}"
+    );
+    assert_eq!(replicas(&client, "test-a").await, 1);
+
+    // Swap A (node 2) with B (node 0).
+    let b = create(&scene, "test-b", "sim-node-0").await;
+    assert_eq!(b.phase(), ActionPhase::Succeeded, "{}", message(&b));
+    let pod_a = pods(&client, "test-a").await.into_keys().next().unwrap();
+    let pod_b = pods(&client, "test-b").await.into_keys().next().unwrap();
+    let swap = scene
+        .act(
+            "Swap",
+            json!({"x": {"namespace": NS, "name": pod_a}, "y": {"namespace": NS, "name": pod_b}}),
+        )
+        .await;
+    let swap = ended(&client, &swap).await;
+    assert_eq!(swap.phase(), ActionPhase::Succeeded, "{}", message(&swap));
+    assert_eq!(
+        pods(&client, "test-a")
+            .await
+            .into_values()
+            .collect::<Vec<_>>(),
+        ["sim-node-0"]
+    );
+    assert_eq!(
+        pods(&client, "test-b")
+            .await
+            .into_values()
+            .collect::<Vec<_>>(),
+        ["sim-node-2"]
+    );
+    assert_eq!(
+        (
+            replicas(&client, "test-a").await,
+            replicas(&client, "test-b").await
+        ),
+        (1, 1)
+    );
+    drop(scene.env);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failures_end_failed_or_rolled_back_with_the_workload_restored() {
+    let Some(scene) =
+        Scene::start("failures_end_failed_or_rolled_back_with_the_workload_restored").await
+    else {
+        return;
+    };
+    let client = scene.client.clone();
+    scene.deployment("test-a", 0).await;
+
+    // A cordoned node: the default filters refuse it, so the Create fails with the
+    // scheduler's reason and the count is restored.
+    Api::<Node>::all(client.clone())
+        .patch(
+            "sim-node-1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"unschedulable": true}})),
+        )
+        .await
+        .unwrap();
+    let a = create(&scene, "test-a", "sim-node-1").await;
+    assert_eq!(a.phase(), ActionPhase::Failed, "{}", message(&a));
+    assert!(
+        message(&a).contains("node sim-node-1 cannot take the new pod"),
+        "{}",
+        message(&a)
+    );
+    assert!(
+        message(&a).contains("unschedulable"),
+        "the scheduler's reason: {}",
+        message(&a)
+    );
+    assert_eq!(replicas(&client, "test-a").await, 0);
+    eventually("the refused pod to go", WAIT, || {
+        let client = client.clone();
+        async move { pods(&client, "test-a").await.is_empty().then_some(()) }
+    })
+    .await;
+
+    // A new pod that never gets Ready (it crashes on node 2): the Move rolls back.
+    let a = create(&scene, "test-a", "sim-node-0").await;
+    assert_eq!(a.phase(), ActionPhase::Succeeded, "{}", message(&a));
+    let original = pods(&client, "test-a").await.into_keys().next().unwrap();
+    scene.parts.set_faults(vec![FaultRule {
+        node: "sim-node-2".into(),
+        selector: BTreeMap::from([("app.kubernetes.io/name".into(), "test-a".into())]),
+        fault: Fault::Crash,
+        every: Duration::from_millis(1),
+    }]);
+    let moved = scene
+        .act(
+            "Move",
+            json!({"pod": {"namespace": NS, "name": original}, "node": {"name": "sim-node-2"}}),
+        )
+        .await;
+    let moved = ended(&client, &moved).await;
+    assert_eq!(
+        moved.phase(),
+        ActionPhase::RolledBack,
+        "{}",
+        message(&moved)
+    );
+    assert!(message(&moved).contains("Ready"), "{}", message(&moved));
+    assert_eq!(replicas(&client, "test-a").await, 1);
+    eventually("only the original pod to remain", WAIT, || {
+        let (client, original) = (client.clone(), original.clone());
+        async move {
+            let now = pods(&client, "test-a").await;
+            (now.len() == 1 && now.contains_key(&original)).then_some(())
+        }
+    })
+    .await;
+
+    // An unknown pod.
+    let gone = scene
+        .act(
+            "Delete",
+            json!({"pod": {"namespace": NS, "name": "no-such-pod"}}),
+        )
+        .await;
+    let gone = ended(&client, &gone).await;
+    assert_eq!(gone.phase(), ActionPhase::Failed);
+    assert!(
+        message(&gone).contains("pod ul/no-such-pod does not exist"),
+        "{}",
+        message(&gone)
+    );
+    drop(scene.mesh);
+}
+
+/// Kills the leader while 200 Creates over 20 Deployments are queued or running; the standby
+/// takes over and every action ends exactly once: every Deployment has exactly as many replicas
+/// and live pods as Creates that succeeded on it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killing_the_leader_loses_no_action_and_applies_no_step_twice() {
+    let Some(mut scene) =
+        Scene::start("killing_the_leader_loses_no_action_and_applies_no_step_twice").await
+    else {
+        return;
+    };
+    let client = scene.client.clone();
+    const WORKLOADS: usize = 20;
+    const ACTIONS: usize = 200;
+    for w in 0..WORKLOADS {
+        scene.deployment(&format!("w{w}"), 0).await;
+    }
+    let mut names = Vec::with_capacity(ACTIONS);
+    for i in 0..ACTIONS {
+        let name = act(
+            &client,
+            "Create",
+            json!({"workload": {"namespace": NS, "kind": "Deployment", "name": format!("w{}", i % WORKLOADS)},
+                   "node": {"name": NODES[i % NODES.len()]}}),
+        )
+        .await;
+        names.push(name);
+    }
+    // Let the leader get going, then kill it mid-flight.
+    let api = Api::<WorkloadAction>::namespaced(client.clone(), NS);
+    eventually("some actions to end", WAIT, || {
+        let api = api.clone();
+        async move {
+            let list = api.list(&ListParams::default()).await.ok()?;
+            (list
+                .items
+                .iter()
+                .filter(|a| a.phase().is_terminal())
+                .count()
+                >= 10)
+                .then_some(())
+        }
+    })
+    .await;
+    scene.mesh.coordinators[0].process.kill().await;
+    wait_leader(&client, &scene.standby).await;
+    let mut succeeded: BTreeMap<String, usize> = BTreeMap::new();
+    for name in &names {
+        let a = ended(&client, name).await;
+        assert_eq!(a.phase(), ActionPhase::Succeeded, "{name}: {}", message(&a));
+        let status = a.status.unwrap();
+        assert_eq!(status.pods_created.len(), 1, "{name} created one pod");
+        *succeeded.entry(a.spec.target).or_default() += 1;
+    }
+    for w in 0..WORKLOADS {
+        let name = format!("w{w}");
+        let expected = succeeded
+            .get(&format!("Deployment/{name}"))
+            .copied()
+            .unwrap_or(0);
+        assert_eq!(expected, ACTIONS / WORKLOADS);
+        assert_eq!(
+            replicas(&client, &name).await,
+            i32::try_from(expected).unwrap(),
+            "{name}"
+        );
+        let live = pods(&client, &name).await;
+        assert_eq!(live.len(), expected, "{name}: {live:?}");
+    }
+}
