@@ -27,7 +27,7 @@ use telemesh_sim::cluster::controllers::statefulset::{
     POD_INDEX_LABEL, POD_NAME_LABEL, REVISION_LABEL,
 };
 use telemesh_sim::cluster::kubelet::{Backoff, Kubelet};
-use telemesh_sim::cluster::pod_state::is_running_and_ready;
+use telemesh_sim::cluster::pod_state::{is_running_and_ready, phase};
 use telemesh_sim::cluster::scheduler;
 use telemesh_sim::{Sim, SimConfig};
 
@@ -502,4 +502,67 @@ async fn claims_from_templates_are_created_for_each_pod_and_retained() {
     .unwrap();
     ready_pods(&c.client, "vol", &["vol-0", "vol-1"]).await;
     assert_eq!(claims.get("data-vol-1").await.unwrap().uid(), claim_uid);
+}
+
+#[tokio::test]
+async fn unscheduled_ordered_pods_wait_for_a_bind_as_wams_test_c() {
+    let c = cluster().await;
+    let sets: Api<StatefulSet> = Api::namespaced(c.client.clone(), NS);
+    // WAM's test-c: pods naming a scheduler nobody runs, an exec readiness probe, a claim.
+    let set = statefulset(
+        "test-c",
+        2,
+        json!({"spec": {
+            "template": {"spec": {"schedulerName": UNSERVED, "containers": [{
+                "name": "test", "image": "registry.k8s.io/busybox:1.27.2",
+                "readinessProbe": {"exec": {"command": ["cat", "/tmp/ready"]},
+                                   "initialDelaySeconds": 1, "periodSeconds": 5}}]}},
+            "volumeClaimTemplates": [{"metadata": {"name": "data"},
+                "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}]
+        }}),
+    );
+    sets.create(&PostParams::default(), &set).await.unwrap();
+    let pods: Api<Pod> = Api::namespaced(c.client.clone(), NS);
+    let pending = eventually("test-c-0 pending", WITHIN, || async {
+        pods.get_opt("test-c-0").await.ok().flatten()
+    })
+    .await;
+    assert_eq!(pending.spec.as_ref().unwrap().node_name, None);
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(c.client.clone(), NS);
+    claims.get("data-test-c-0").await.unwrap();
+
+    let log = record_pods(&c.client, "test-c").await;
+    let binding = json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "test-c-0"},
+                         "target": {"apiVersion": "v1", "kind": "Node", "name": "sim-node-1"}});
+    let _: Value = pods
+        .create_subresource("binding", "test-c-0", &PostParams::default(), &binding)
+        .await
+        .unwrap();
+    let next = eventually("test-c-1 created", WITHIN, || async {
+        pods.get_opt("test-c-1").await.ok().flatten()
+    })
+    .await;
+    assert_eq!(
+        next.spec.as_ref().unwrap().node_name,
+        None,
+        "test-c-1 waits for its own bind"
+    );
+    // test-c-1 came only once test-c-0 was Running and Ready, after its probe's initial delay.
+    let events = log.lock().clone();
+    let added = events
+        .iter()
+        .position(|(k, n, _)| *k == "ADDED" && n == "test-c-1")
+        .unwrap();
+    let before: Vec<&Pod> = events[..added]
+        .iter()
+        .filter(|(_, n, _)| n == "test-c-0")
+        .map(|(_, _, p)| p)
+        .collect();
+    assert!(before.last().is_some_and(|p| is_running_and_ready(p)));
+    assert!(
+        before
+            .iter()
+            .any(|p| phase(p) == "Running" && !is_running_and_ready(p)),
+        "test-c-0 ran unready until its first probe"
+    );
 }
