@@ -595,9 +595,11 @@ async fn sync(set: &StatefulSet, ctx: &Context) -> Result<Action> {
 
     let now = jiff::Timestamp::now();
     let steps = plan(&set, &owned, &update.name_any(), now);
-    let created = apply(&apis, &set, &steps, &current, &update, &name).await;
+    let mut created = Vec::new();
+    let applied = apply(&apis, &set, &steps, &current, &update, &name, &mut created).await;
     // Whatever was created must not outlive a set deleted meanwhile, even after an error.
-    owners::undo_if_owner_gone(&apis.sets, &set, &apis.pods, &created?).await?;
+    owners::undo_if_owner_gone(&apis.sets, &set, &apis.pods, &created).await?;
+    applied?;
 
     let new_status = status(&set, &owned, &current.name_any(), &update.name_any(), now);
     if set.status.as_ref() != Some(&new_status) {
@@ -607,7 +609,7 @@ async fn sync(set: &StatefulSet, ctx: &Context) -> Result<Action> {
     Ok(next_check(&set, &owned, now))
 }
 
-/// Carries out `steps`; returns the names of the pods it created.
+/// Carries out `steps`, adding the names of the pods it creates to `created`.
 async fn apply(
     apis: &Apis,
     set: &StatefulSet,
@@ -615,8 +617,8 @@ async fn apply(
     current: &ControllerRevision,
     update: &ControllerRevision,
     owner: &str,
-) -> Result<Vec<String>> {
-    let mut created = Vec::new();
+    created: &mut Vec<String>,
+) -> Result<()> {
     for step in steps {
         match step {
             Step::Create {
@@ -654,7 +656,7 @@ async fn apply(
             }
         }
     }
-    Ok(created)
+    Ok(())
 }
 
 /// Creates the claims of the pod with `ordinal` that do not exist yet.
