@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use axum::Json;
 use axum::routing::post;
+use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::events::v1::Event;
 use kube::Client;
@@ -460,4 +461,142 @@ async fn job_completions_default_as_upstream() {
         .unwrap();
     let spec = queue.spec.unwrap();
     assert_eq!((spec.completions, spec.parallelism), (None, Some(2)));
+}
+
+#[tokio::test]
+async fn pods_naming_a_scheduler_nobody_runs_stay_pending_until_bound() {
+    let mut c = cluster(2, SchedulerConfiguration::default()).await;
+    let api = Api::<Pod>::namespaced(c.client.clone(), "default");
+    // WAM's test-c pods name a scheduler that is not running.
+    create_pod(
+        &c.client,
+        "unserved",
+        json!({"containers": container(json!({})), "schedulerName": "telemesh-unscheduled"}),
+        json!({}),
+    )
+    .await;
+    create_pod(
+        &c.client,
+        "served",
+        json!({"containers": container(json!({}))}),
+        json!({}),
+    )
+    .await;
+    // The scheduler takes pods oldest first: had it served the older pod, it would have decided
+    // on it before the newer one.
+    match c.decisions.recv().await.unwrap() {
+        Decision::Placed { pod, .. } if pod == "default/served" => {}
+        other => panic!("unexpected decision {other:?}"),
+    }
+    let unserved = api.get("unserved").await.unwrap();
+    assert_eq!(unserved.spec.as_ref().unwrap().node_name, None);
+    let status = unserved.status.unwrap();
+    assert_eq!(status.phase.as_deref(), Some("Pending"));
+    assert!(
+        status.conditions.unwrap_or_default().is_empty(),
+        "no PodScheduled condition: no scheduler looked at it"
+    );
+
+    // POST pods/unserved/binding places it; the kubelet then runs it.
+    let binding = |node: &str| {
+        json!({
+            "apiVersion": "v1", "kind": "Binding",
+            "metadata": {"name": "unserved"},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node}
+        })
+    };
+    let _: Value = api
+        .create_subresource(
+            "binding",
+            "unserved",
+            &PostParams::default(),
+            &binding("sim-node-1"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        node_of(&running_on(&c.client, "unserved").await),
+        "sim-node-1"
+    );
+    // A second binding is refused as kube-apiserver refuses it.
+    let err = api
+        .create_subresource::<Value, Value>(
+            "binding",
+            "unserved",
+            &PostParams::default(),
+            &binding("sim-node-0"),
+        )
+        .await
+        .unwrap_err();
+    let kube::Error::Api(status) = err else {
+        panic!("expected an API error, got {err:?}")
+    };
+    assert_eq!((status.code, status.reason.as_str()), (409, "Conflict"));
+    assert_eq!(
+        status.message,
+        "Operation cannot be fulfilled on pods/binding \"unserved\": pod unserved is already assigned to node \"sim-node-1\""
+    );
+}
+
+#[tokio::test]
+async fn a_readiness_probe_holds_ready_until_its_first_probe() {
+    let c = cluster(1, SchedulerConfiguration::default()).await;
+    let api = Api::<Pod>::namespaced(c.client.clone(), "default");
+    let rv = api
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap();
+    let mut watch = api
+        .watch(
+            &kube::api::WatchParams::default().fields("metadata.name=probed"),
+            &rv,
+        )
+        .await
+        .unwrap()
+        .boxed();
+    // test-c's probe: an exec probe, which the kubelet stand-in counts as passing when it runs.
+    create_pod(
+        &c.client,
+        "probed",
+        json!({"containers": [{"name": "test", "image": "busybox",
+            "readinessProbe": {"exec": {"command": ["cat", "/tmp/ready"]},
+                               "initialDelaySeconds": 1, "periodSeconds": 5}}]}),
+        json!({}),
+    )
+    .await;
+    let seen_not_ready_first = tokio::time::timeout(WAIT, async {
+        let mut running_not_ready = false;
+        while let Some(event) = watch.next().await {
+            let (kube::api::WatchEvent::Added(pod) | kube::api::WatchEvent::Modified(pod)) =
+                event.unwrap()
+            else {
+                continue;
+            };
+            let status = pod.status.unwrap_or_default();
+            let ready = status
+                .conditions
+                .iter()
+                .flatten()
+                .find(|c| c.type_ == "Ready")
+                .map(|c| c.status == "True");
+            match (status.phase.as_deref(), ready) {
+                (Some("Running"), Some(false)) => running_not_ready = true,
+                (Some("Running"), Some(true)) => {
+                    assert!(status.container_statuses.unwrap()[0].ready);
+                    return running_not_ready;
+                }
+                _ => {}
+            }
+        }
+        panic!("the watch ended before the pod became ready");
+    })
+    .await
+    .expect("the probed pod becomes Ready");
+    assert!(
+        seen_not_ready_first,
+        "Ready before the probe's initial delay"
+    );
 }

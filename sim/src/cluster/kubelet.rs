@@ -6,6 +6,12 @@
 //! container restarts after kubelet's back-off (CrashLoopBackOff, doubling up to a cap), its
 //! `restartCount` and `lastState` updated as kubelet reports them.
 //!
+//! Probes: the stand-in runs no processes, so a probe of any kind (exec such as WAM's test-c
+//! `cat /tmp/ready`, httpGet, tcpSocket, grpc) succeeds whenever it runs. As in kubelet, a
+//! container with a readinessProbe is not ready until its first probe, `initialDelaySeconds`
+//! after the container started (again after each restart); one without is ready once running.
+//! Liveness and startup probes never fail (use fault rules to crash containers).
+//!
 //! Each stand-in watches only the pods bound to its node (`spec.nodeName`), as a kubelet does.
 //! Pod deletion is immediate in sim, so a terminating pod needs nothing from it.
 
@@ -164,7 +170,7 @@ impl Kubelet {
                     continue;
                 }
                 self.advance(&pod, t, &rules, now);
-                let status = status(&pod, t);
+                let status = status(&pod, t, now);
                 if t.written.as_ref() != Some(&status) {
                     let namespace = pod.namespace().unwrap_or_default();
                     let api: Api<Pod> = Api::namespaced(client.clone(), &namespace);
@@ -268,11 +274,50 @@ fn run_for(pod: &Pod) -> Option<Duration> {
     }
 }
 
-/// The pod status the kubelet reports for `t`: phase, conditions and one status per container
-/// (every container shares the main container's life).
-fn status(pod: &Pod, t: &Tracked) -> Value {
+/// How long after starting the container is first ready: its readinessProbe's
+/// `initialDelaySeconds` (the first probe, which always succeeds here), zero without a probe.
+fn readiness_delay(container: &k8s_openapi::api::core::v1::Container) -> Duration {
+    let secs = container
+        .readiness_probe
+        .as_ref()
+        .and_then(|p| p.initial_delay_seconds)
+        .unwrap_or(0);
+    Duration::from_secs(u64::try_from(secs).unwrap_or(0))
+}
+
+/// When a running container started at `at` (RFC 3339) and ready after `delay` became ready.
+fn ready_time(at: &str, delay: Duration) -> Option<String> {
+    let start: jiff::Timestamp = at.parse().ok()?;
+    let ready = start
+        .checked_add(jiff::SignedDuration::try_from(delay).ok()?)
+        .ok()?;
+    Some(ready.to_string())
+}
+
+/// The pod status the kubelet reports for `t` at `now`: phase, conditions and one status per
+/// container (every container shares the main container's life; readiness waits for each
+/// container's first readiness probe).
+fn status(pod: &Pod, t: &Tracked, now: Instant) -> Value {
+    let containers_spec: Vec<&k8s_openapi::api::core::v1::Container> =
+        pod.spec.iter().flat_map(|s| &s.containers).collect();
+    let slowest = containers_spec
+        .iter()
+        .map(|c| readiness_delay(c))
+        .max()
+        .unwrap_or_default();
+    let (running_for, running_at) = match &t.life {
+        Life::Running { since, at } => (Some(now.saturating_duration_since(*since)), Some(at)),
+        _ => (None, None),
+    };
+    let container_ready = |c: &k8s_openapi::api::core::v1::Container| {
+        running_for.is_some_and(|ran| ran >= readiness_delay(c))
+    };
     let (phase, ready, state) = match &t.life {
-        Life::Running { at, .. } => ("Running", true, json!({"running": {"startedAt": at}})),
+        Life::Running { at, .. } => (
+            "Running",
+            running_for.is_some_and(|ran| ran >= slowest),
+            json!({"running": {"startedAt": at}}),
+        ),
         Life::BackOff { .. } => (
             "Running",
             false,
@@ -287,17 +332,15 @@ fn status(pod: &Pod, t: &Tracked) -> Value {
                 .unwrap_or_else(|| json!({"terminated": {"exitCode": code, "reason": reason}})),
         ),
     };
-    let containers: Vec<Value> = pod
-        .spec
+    let containers: Vec<Value> = containers_spec
         .iter()
-        .flat_map(|s| &s.containers)
         .map(|c| {
             let mut s = json!({
                 "name": c.name,
                 "image": c.image.clone().unwrap_or_default(),
                 "imageID": format!("sim://{}", c.image.clone().unwrap_or_default()),
                 "containerID": format!("sim://{}-{}", pod.uid().unwrap_or_default(), c.name),
-                "ready": ready,
+                "ready": container_ready(c),
                 "started": matches!(t.life, Life::Running { .. }),
                 "restartCount": t.restarts,
                 "state": state,
@@ -315,6 +358,16 @@ fn status(pod: &Pod, t: &Tracked) -> Value {
         json!({"type": type_, "status": flag(ok), "lastProbeTime": null,
                "lastTransitionTime": t.started_at})
     };
+    // A container held back by its first readiness probe turned ready when that probe ran.
+    let ready_condition = |type_: &str| {
+        let mut c = condition(type_, ready);
+        if let Some(at) = running_at.filter(|_| ready && !slowest.is_zero())
+            && let Some(time) = ready_time(at, slowest)
+        {
+            c["lastTransitionTime"] = json!(time);
+        }
+        c
+    };
     let mut status = json!({
         "phase": phase,
         "hostIP": "127.0.0.1",
@@ -325,8 +378,8 @@ fn status(pod: &Pod, t: &Tracked) -> Value {
         "conditions": [
             condition("PodReadyToStartContainers", true),
             condition("Initialized", true),
-            condition("Ready", ready),
-            condition("ContainersReady", ready),
+            ready_condition("Ready"),
+            ready_condition("ContainersReady"),
             condition("PodScheduled", true),
         ],
         "containerStatuses": containers,
@@ -399,7 +452,7 @@ mod tests {
         assert!(matches!(t.life, Life::Running { .. }), "not yet");
         k.advance(&p, &mut t, &rules, t0 + Duration::from_secs(5));
         assert_eq!(t.restarts, 1);
-        let s = status(&p, &t);
+        let s = status(&p, &t, t0);
         assert_eq!(s["phase"], "Running");
         let c = &s["containerStatuses"][0];
         assert_eq!(c["ready"], false);
@@ -410,7 +463,7 @@ mod tests {
         k.advance(&p, &mut t, &rules, t0 + Duration::from_secs(14));
         assert!(matches!(t.life, Life::BackOff { .. }));
         k.advance(&p, &mut t, &rules, t0 + Duration::from_secs(15));
-        let s = status(&p, &t);
+        let s = status(&p, &t, t0);
         assert_eq!(s["containerStatuses"][0]["ready"], true);
         assert_eq!(
             s["containerStatuses"][0]["lastState"]["terminated"]["reason"],
@@ -441,7 +494,7 @@ mod tests {
         let never = pod("Never", json!({"app": "d"}), json!({}));
         let mut t = fresh(t0);
         k.advance(&never, &mut t, &[crash_rule("n1", Fault::Oom)], later);
-        let s = status(&never, &t);
+        let s = status(&never, &t, t0);
         assert_eq!(s["phase"], "Failed");
         assert_eq!(
             s["containerStatuses"][0]["state"]["terminated"]["reason"],
@@ -455,10 +508,46 @@ mod tests {
         let mut t = fresh(t0);
         k.advance(&p, &mut t, &[crash_rule("n1", Fault::Fail)], later);
         assert_eq!(
-            status(&p, &t)["phase"],
+            status(&p, &t, t0)["phase"],
             "Failed",
             "Fail ignores restartPolicy"
         );
+    }
+
+    #[test]
+    fn readiness_waits_for_the_first_probe_after_its_initial_delay() {
+        let k = kubelet();
+        let p: Pod = serde_json::from_value(json!({
+            "metadata": {"name": "test-c-0", "uid": "u1"},
+            "spec": {"nodeName": "n1", "containers": [
+                {"name": "test", "image": "busybox",
+                 "readinessProbe": {"exec": {"command": ["cat", "/tmp/ready"]},
+                                    "initialDelaySeconds": 5, "periodSeconds": 5}},
+                {"name": "sidecar", "image": "pause"}]}
+        }))
+        .unwrap();
+        let t0 = Instant::now();
+        let mut t = fresh(t0);
+        t.life = Life::Running {
+            since: t0,
+            at: "2026-11-24T20:00:00Z".into(),
+        };
+        k.advance(&p, &mut t, &[], t0 + Duration::from_secs(4));
+        let s = status(&p, &t, t0 + Duration::from_secs(4));
+        assert_eq!(s["phase"], "Running");
+        assert_eq!(s["conditions"][2]["type"], "Ready");
+        assert_eq!(s["conditions"][2]["status"], "False");
+        assert_eq!(s["containerStatuses"][0]["ready"], false, "probed, not yet");
+        assert_eq!(s["containerStatuses"][1]["ready"], true, "no probe");
+        let s = status(&p, &t, t0 + Duration::from_secs(5));
+        assert_eq!(s["conditions"][2]["status"], "True");
+        assert_eq!(
+            s["conditions"][2]["lastTransitionTime"],
+            "2026-11-24T20:00:05Z"
+        );
+        assert_eq!(s["conditions"][3]["type"], "ContainersReady");
+        assert_eq!(s["conditions"][3]["status"], "True");
+        assert_eq!(s["containerStatuses"][0]["ready"], true);
     }
 
     #[test]
@@ -468,9 +557,9 @@ mod tests {
         let job = pod("Never", json!({}), json!({RUN_FOR_ANNOTATION: "3s"}));
         let mut t = fresh(t0);
         k.advance(&job, &mut t, &[], t0 + Duration::from_secs(2));
-        assert_eq!(status(&job, &t)["phase"], "Running");
+        assert_eq!(status(&job, &t, t0)["phase"], "Running");
         k.advance(&job, &mut t, &[], t0 + Duration::from_secs(3));
-        let s = status(&job, &t);
+        let s = status(&job, &t, t0);
         assert_eq!(s["phase"], "Succeeded");
         assert_eq!(
             s["containerStatuses"][0]["state"]["terminated"]["reason"],
@@ -480,6 +569,9 @@ mod tests {
         let mut t = fresh(t0);
         k.advance(&always, &mut t, &[], t0 + Duration::from_secs(3));
         assert_eq!(t.restarts, 1);
-        assert_eq!(status(&always, &t)["containerStatuses"][0]["ready"], true);
+        assert_eq!(
+            status(&always, &t, t0)["containerStatuses"][0]["ready"],
+            true
+        );
     }
 }

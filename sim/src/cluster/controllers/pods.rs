@@ -3,7 +3,7 @@
 //! ReplicaSet and Job controllers; everything but `create` and `delete` is pure.
 
 use std::cmp::Ordering;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
@@ -12,7 +12,7 @@ use kube::{Api, ResourceExt as _};
 
 use super::owners::is_not_found;
 use super::{Error, Result};
-pub use crate::cluster::pod_state::{is_ready, is_terminal, phase};
+pub use crate::cluster::pod_state::{is_ready, is_running_and_ready, is_terminal, phase};
 
 /// Returns whether the pod counts toward a workload's replicas: not finished, not being deleted.
 pub fn is_active(pod: &Pod) -> bool {
@@ -54,17 +54,59 @@ pub fn available_at(
     (min_ready_seconds > 0 && at > now).then_some(at)
 }
 
-/// Orders pods so the ones to delete first come first, like upstream's `ActivePods` ranking
-/// (without its co-location rank): unscheduled before scheduled; Pending, then Unknown, then
-/// Running; not ready before ready; ready more recently before ready longer; more restarts before
-/// fewer; newer before older. Names break ties, so the order is total.
-pub fn deletion_order(a: &Pod, b: &Pod) -> Ordering {
-    fn scheduled(p: &Pod) -> bool {
-        p.spec
-            .as_ref()
-            .and_then(|s| s.node_name.as_deref())
-            .is_some_and(|n| !n.is_empty())
+/// The annotation a pod's deletion cost is read from: pods with a lower cost are deleted first
+/// when a ReplicaSet scales down (upstream's `PodDeletionCost`, on by default since 1.22).
+pub const DELETION_COST_ANNOTATION: &str = "controller.kubernetes.io/pod-deletion-cost";
+
+/// Returns the pod's deletion cost: the annotation as a 32-bit integer, 0 when it is absent or
+/// invalid. As upstream, a leading `+` or leading zeros (`+10`, `007`) make the value invalid.
+pub fn deletion_cost(pod: &Pod) -> i32 {
+    let Some(value) = pod.annotations().get(DELETION_COST_ANNOTATION) else {
+        return 0;
+    };
+    let valid_first_digit = match value.as_bytes().first() {
+        Some(b'-' | b'1'..=b'9') => true,
+        Some(b'0') => value == "0",
+        _ => false,
+    };
+    if !valid_first_digit {
+        return 0;
     }
+    value.parse().unwrap_or(0)
+}
+
+/// Orders pods so the ones to delete first come first, like upstream's `ActivePods` (what the
+/// Job controller sorts by): unscheduled before scheduled; Pending, then Unknown, then Running;
+/// not ready before ready; ready more recently before ready longer; more restarts before fewer;
+/// newer before older. Names break ties, so the order is total.
+pub fn deletion_order(a: &Pod, b: &Pod) -> Ordering {
+    compare_for_deletion(a, b, None)
+}
+
+/// Sorts `pods` so the ones to delete first come first, like upstream's `ActivePodsWithRanks`
+/// (what the ReplicaSet controller sorts by when it scales down): [`deletion_order`] with two
+/// ranks inserted right after readiness: a lower [`deletion_cost`] first, then pods sharing their
+/// node with more of `related`'s active pods first (upstream's co-location rank, which spreads
+/// what is left over the nodes).
+pub fn sort_for_deletion(pods: &mut [&Pod], related: &[&Pod]) {
+    let mut on_node: HashMap<&str, usize> = HashMap::new();
+    for p in related.iter().filter(|p| is_active(p)) {
+        *on_node.entry(node_name(p)).or_default() += 1;
+    }
+    let rank = |p: &Pod| on_node.get(node_name(p)).copied().unwrap_or(0);
+    pods.sort_by(|a, b| compare_for_deletion(a, b, Some((rank(a), rank(b)))));
+}
+
+fn node_name(p: &Pod) -> &str {
+    p.spec
+        .as_ref()
+        .and_then(|s| s.node_name.as_deref())
+        .unwrap_or_default()
+}
+
+/// Upstream's `ActivePods` comparison, and `ActivePodsWithRanks` when co-location `ranks` are
+/// given (the ranks bring the deletion cost with them, as upstream's ranked order does).
+fn compare_for_deletion(a: &Pod, b: &Pod, ranks: Option<(usize, usize)>) -> Ordering {
     fn phase_rank(p: &Pod) -> u8 {
         match phase(p) {
             "Pending" => 0,
@@ -80,12 +122,20 @@ pub fn deletion_order(a: &Pod, b: &Pod) -> Ordering {
             .map(|cs| cs.iter().map(|c| c.restart_count).max().unwrap_or(0))
             .unwrap_or(0)
     }
+    let scheduled = |p: &Pod| !node_name(p).is_empty();
     let ready_since = |p: &Pod| ready_condition(p).flatten();
     let created = |p: &Pod| p.metadata.creation_timestamp.as_ref().map(|t| t.0);
     scheduled(a)
         .cmp(&scheduled(b))
         .then_with(|| phase_rank(a).cmp(&phase_rank(b)))
         .then_with(|| is_ready(a).cmp(&is_ready(b)))
+        .then_with(|| match ranks {
+            // Cheaper first, then the more crowded node first.
+            Some((rank_a, rank_b)) => deletion_cost(a)
+                .cmp(&deletion_cost(b))
+                .then_with(|| rank_b.cmp(&rank_a)),
+            None => Ordering::Equal,
+        })
         // Later ready time first; a missing time sorts as the most recent.
         .then_with(|| match (ready_since(a), ready_since(b)) {
             (Some(x), Some(y)) => y.cmp(&x),
@@ -230,6 +280,87 @@ pub(crate) mod tests {
         assert_eq!(order(pods), ["ready-recent", "ready-long"]);
         let pods = vec![pod("old", 1, "Pending"), pod("new", 9, "Pending")];
         assert_eq!(order(pods), ["new", "old"]);
+    }
+
+    fn on(mut p: Pod, node: &str) -> Pod {
+        p.spec.get_or_insert_with(PodSpec::default).node_name = Some(node.into());
+        p
+    }
+
+    fn cost(mut p: Pod, cost: &str) -> Pod {
+        p.metadata
+            .annotations
+            .get_or_insert_with(BTreeMap::new)
+            .insert(DELETION_COST_ANNOTATION.into(), cost.into());
+        p
+    }
+
+    fn ranked_order(pods: &[Pod]) -> Vec<String> {
+        let mut refs: Vec<&Pod> = pods.iter().collect();
+        sort_for_deletion(&mut refs, &pods.iter().collect::<Vec<_>>());
+        refs.iter().map(|p| p.name_any()).collect()
+    }
+
+    #[test]
+    fn the_cheapest_ready_pod_goes_before_its_older_and_newer_siblings() {
+        let pods = vec![
+            ready(on_node(pod("older", 0, "Running")), 5),
+            ready(
+                on_node(cost(pod("chosen", 10, "Running"), "-2147483648")),
+                15,
+            ),
+            ready(on_node(pod("newer", 20, "Running")), 25),
+        ];
+        assert_eq!(ranked_order(&pods)[0], "chosen");
+        // Jobs sort without costs (upstream's plain ActivePods): the newest ready goes first.
+        assert_eq!(order(pods)[0], "newer");
+    }
+
+    #[test]
+    fn deletion_cost_ranks_after_readiness_and_phase() {
+        let pods = vec![
+            ready(on_node(cost(pod("cheap-ready", 0, "Running"), "-100")), 5),
+            on_node(cost(pod("costly-not-ready", 0, "Running"), "100")),
+        ];
+        assert_eq!(ranked_order(&pods), ["costly-not-ready", "cheap-ready"]);
+        let pods = vec![
+            ready(on_node(cost(pod("costly", 0, "Running"), "100")), 5),
+            ready(on_node(pod("free", 0, "Running")), 5),
+        ];
+        assert_eq!(ranked_order(&pods), ["free", "costly"]);
+    }
+
+    #[test]
+    fn invalid_deletion_costs_count_as_zero() {
+        for (value, want) in [
+            ("-5", -5),
+            ("0", 0),
+            ("42", 42),
+            ("-2147483648", i32::MIN),
+            ("+10", 0),
+            ("007", 0),
+            ("2147483648", 0),
+            ("ten", 0),
+            ("", 0),
+        ] {
+            assert_eq!(
+                deletion_cost(&cost(pod("p", 0, "Running"), value)),
+                want,
+                "{value:?}"
+            );
+        }
+        assert_eq!(deletion_cost(&pod("p", 0, "Running")), 0);
+    }
+
+    #[test]
+    fn pods_on_crowded_nodes_go_first() {
+        let pods = vec![
+            ready(on(pod("alone", 5, "Running"), "n1"), 5),
+            ready(on(pod("crowded-a", 0, "Running"), "n2"), 5),
+            ready(on(pod("crowded-b", 0, "Running"), "n2"), 5),
+        ];
+        let order = ranked_order(&pods);
+        assert_eq!(order[2], "alone", "{order:?}");
     }
 
     #[test]

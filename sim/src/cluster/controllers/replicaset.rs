@@ -5,13 +5,17 @@
 //! As upstream: pods get the template's labels, annotations and spec, `generateName
 //! <replicaset>-` and a controller ownerReference with blockOwnerDeletion; pods that are
 //! finished (Succeeded/Failed) or being deleted do not count; surplus pods are deleted in
-//! upstream's `ActivePods` order (see `pods::deletion_order`); status goes through the status
+//! upstream's `ActivePodsWithRanks` order (see `pods::sort_for_deletion`), so the
+//! `controller.kubernetes.io/pod-deletion-cost` annotation picks the pod that goes (a lower cost
+//! first, once unscheduled, pending and unready pods are gone); status goes through the status
 //! subresource and only when it changes; a ReplicaSet being deleted gets no pod changes.
 //!
 //! Simplified: Failed pods are deleted (upstream leaves them to the pod garbage collector) and
 //! replaced; orphans matching the selector are not adopted; no `ReplicaFailure` condition is
 //! written when creation fails (the error is logged and retried); `terminatingReplicas` (an alpha
-//! field) is not reported.
+//! field) is not reported; the co-location rank counts the ReplicaSet's own pods per node, not
+//! those of its Deployment's other ReplicaSets too; `LogarithmicScaleDown`'s bucketing of ready and
+//! creation times is not applied (exact times are compared, the behaviour with the gate off).
 
 use std::sync::Arc;
 
@@ -58,7 +62,8 @@ pub fn plan(desired: i32, pods: &[Pod]) -> Plan {
     if active.len() < desired {
         plan.create = desired - active.len();
     } else {
-        active.sort_by(|a, b| pods::deletion_order(a, b));
+        let related = active.clone();
+        pods::sort_for_deletion(&mut active, &related);
         let surplus = active.len() - desired;
         plan.delete = active[..surplus].iter().map(|p| p.name_any()).collect();
     }
@@ -214,6 +219,35 @@ mod tests {
         );
         let p = plan(4, &pods);
         assert_eq!((p.create, p.delete), (1, vec!["failed".to_owned()]));
+    }
+
+    #[test]
+    fn scaling_down_by_one_deletes_the_pod_with_the_lowest_deletion_cost() {
+        let running_ready = |name: &str, sec: i64| {
+            let mut p = ready(pod(name, sec, "Running"), sec + 1);
+            p.spec.get_or_insert_with(Default::default).node_name = Some(format!("n-{name}"));
+            p
+        };
+        let mut chosen = running_ready("chosen", 10);
+        chosen.metadata.annotations = Some(
+            [(
+                pods::DELETION_COST_ANNOTATION.to_owned(),
+                "-2147483648".to_owned(),
+            )]
+            .into(),
+        );
+        let pods = vec![
+            running_ready("older", 0),
+            chosen,
+            running_ready("newer", 20),
+        ];
+        assert_eq!(
+            plan(2, &pods),
+            Plan {
+                create: 0,
+                delete: vec!["chosen".into()]
+            }
+        );
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! How each controller runs: the context its reconciles share, per-object retry backoff, the
 //! error policy, and the loop that drives a `Controller` stream until shutdown. Kept apart so
-//! the three controllers differ only in what they reconcile.
+//! the controllers differ only in what they reconcile.
 
 use std::collections::HashMap;
 use std::fmt::Debug;

@@ -1,6 +1,7 @@
 //! The part of a `KubeSchedulerConfiguration` (kubescheduler.config.k8s.io/v1) sim's scheduler
-//! honours: `extenders`, field for field as kube-scheduler reads them, so the file an operator
-//! gives kube-scheduler (deploy/scheduler/) drives sim the same way.
+//! honours: `extenders`, field for field as kube-scheduler reads them, and the `schedulerName` of
+//! each of `profiles` (the names it serves), so the file an operator gives kube-scheduler
+//! (deploy/scheduler/) drives sim the same way.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -22,6 +23,19 @@ pub struct SchedulerConfiguration {
     /// Registered extenders, called in order.
     #[serde(default)]
     pub extenders: Vec<Extender>,
+    /// Scheduling profiles; only their names are read. None: the one default profile.
+    #[serde(default)]
+    pub profiles: Vec<Profile>,
+}
+
+/// One scheduling profile (upstream's `KubeSchedulerProfile`); its plugins are not read.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Profile {
+    /// The `spec.schedulerName` of the pods this profile schedules (upstream default
+    /// `default-scheduler`).
+    #[serde(default)]
+    pub scheduler_name: Option<String>,
 }
 
 /// One extender registration (upstream's `Extender`).
@@ -121,6 +135,23 @@ impl SchedulerConfiguration {
         Ok(config)
     }
 
+    /// The scheduler names whose pods are served: each profile's (`default-scheduler` when a
+    /// profile names none), or `default` when the file has no profiles. Pods naming another
+    /// scheduler are left alone, Pending, as kube-scheduler leaves them.
+    pub fn scheduler_names(&self, default: &str) -> BTreeSet<String> {
+        if self.profiles.is_empty() {
+            return BTreeSet::from([default.to_owned()]);
+        }
+        self.profiles
+            .iter()
+            .map(|p| {
+                p.scheduler_name
+                    .clone()
+                    .unwrap_or_else(|| "default-scheduler".to_owned())
+            })
+            .collect()
+    }
+
     /// Resources the scheduler's own fit check leaves to extenders.
     pub fn ignored_resources(&self) -> BTreeSet<String> {
         self.extenders
@@ -162,6 +193,25 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
+
+    #[test]
+    fn profiles_name_the_schedulers_served() {
+        let header =
+            "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n";
+        let none = SchedulerConfiguration::parse(header).unwrap();
+        assert_eq!(
+            none.scheduler_names("default-scheduler"),
+            BTreeSet::from(["default-scheduler".to_owned()])
+        );
+        let two = SchedulerConfiguration::parse(&format!(
+            "{header}profiles:\n- schedulerName: telemesh\n- pluginConfig: []\n"
+        ))
+        .unwrap();
+        assert_eq!(
+            two.scheduler_names("ignored"),
+            BTreeSet::from(["default-scheduler".to_owned(), "telemesh".to_owned()])
+        );
+    }
 
     #[test]
     fn reads_the_dev_registration_shipped_in_deploy() {

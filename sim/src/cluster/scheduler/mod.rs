@@ -39,7 +39,8 @@ const MAX_NODE_SCORE: i64 = 100;
 /// How the scheduler runs.
 #[derive(Debug, Clone)]
 pub struct Settings {
-    /// Pods whose `spec.schedulerName` is this (or unset) are ours.
+    /// Pods whose `spec.schedulerName` is this (or unset) are ours, unless `config` has
+    /// profiles: then the profiles' names are.
     pub scheduler_name: String,
     /// Extenders and their options.
     pub config: SchedulerConfiguration,
@@ -134,6 +135,7 @@ pub async fn run(
         ),
         client,
         ignored: settings.config.ignored_resources(),
+        served: settings.config.scheduler_names(&settings.scheduler_name),
         settings,
         extenders,
         assumed: HashMap::new(),
@@ -184,6 +186,8 @@ struct Scheduler {
     settings: Settings,
     extenders: Vec<ExtenderClient>,
     ignored: BTreeSet<String>,
+    /// The `spec.schedulerName`s this scheduler serves.
+    served: BTreeSet<String>,
     recorder: Recorder,
     /// Pods bound by this scheduler that the pod cache has not shown bound yet (upstream's
     /// assume cache): counted on their node so two passes never overfill it.
@@ -243,7 +247,7 @@ impl Scheduler {
             .as_ref()
             .and_then(|s| s.scheduler_name.as_deref())
             .unwrap_or("default-scheduler");
-        name == self.settings.scheduler_name
+        self.served.contains(name)
     }
 
     async fn pass(&mut self, nodes: &[Arc<Node>], pods: &[Arc<Pod>]) {
