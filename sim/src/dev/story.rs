@@ -37,6 +37,9 @@ pub enum StoryKind {
     Health,
     /// kubeRL's demo, measured: nodes that crash pods of type D are learnt and avoided for D.
     Rewards,
+    /// WAM's demo: its objects in namespace `ul` and the seed's calls played through `/rpc`,
+    /// each outcome checked through the API.
+    Actions,
 }
 
 /// The built-in story's steps, in order.
@@ -108,7 +111,7 @@ impl Story {
         let checklist = match (kind, built_in) {
             (StoryKind::Health, true) => Step::ALL.to_vec(),
             (StoryKind::Health, false) => vec![Step::ClusterUp, Step::DemoRunning],
-            (StoryKind::Rewards, _) => vec![Step::ClusterUp],
+            (StoryKind::Rewards | StoryKind::Actions, _) => vec![Step::ClusterUp],
         };
         Self {
             start: Instant::now(),
