@@ -5,3 +5,5 @@
 //! is the action id returned at once. The elected leader's executor runs stored actions step by
 //! step, one at a time per workload in arrival order, recording each step in the object's status
 //! before the next starts; every replica's extender enforces the placement an action asks for.
+
+pub mod placements;

@@ -8,9 +8,10 @@
 
 pub mod crd;
 pub mod params;
+pub mod placement;
 
 pub use crd::{
-    ActionPhase, ObjectRef, Placement, PodRecord, Requester, Step, StepState, WorkloadAction,
+    ActionPhase, CallbackStatus, ObjectRef, Placement, PodRecord, ReplicaChange, Requester, Step, StepState, WorkloadAction,
     WorkloadActionSpec, WorkloadActionStatus,
 };
 pub use params::{
