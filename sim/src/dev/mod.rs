@@ -90,8 +90,10 @@ pub struct DevArgs {
     /// checklist is then only "cluster up" and "demo running", the rest is narrated as it comes.
     #[arg(long, env = "TELEMESH_DEV_SCENARIO")]
     scenario: Option<PathBuf>,
-    /// Which story to tell: `health` (TAS policies), `rewards` (kubeRL's demo, measured) or
-    /// `actions` (WAM's demo objects and the seed's calls through `/rpc`, each outcome checked).
+    /// Which story to tell: `health` (TAS policies), `rewards` (kubeRL's demo, measured),
+    /// `actions` (WAM's demo objects and the seed's calls through `/rpc`, each outcome checked)
+    /// or `actions-objects` (WAM's demo objects only: send the calls yourself, e.g.
+    /// scripts/actions-curl.sh).
     #[arg(long, env = "TELEMESH_DEV_STORY", value_enum, default_value = "health")]
     story: StoryKind,
     /// Where telemesh-agent and telemesh-coordinator are; default: beside telemesh-sim.
@@ -249,6 +251,14 @@ pub async fn run(args: DevArgs) -> anyhow::Result<bool> {
                     } else {
                         "the story is complete, but not every action ended as it should (FAILED above)"
                     });
+                    if args.run_for.is_none() {
+                        story.say("still running: Ctrl-C stops every process this command started");
+                        std::future::pending::<()>().await;
+                    }
+                    Ok(true)
+                }
+                StoryKind::ActionsObjects => {
+                    measured_met = actions::objects_only(&story, &client, api_service_addr, nodes.len(), &kubeconfig).await?;
                     if args.run_for.is_none() {
                         story.say("still running: Ctrl-C stops every process this command started");
                         std::future::pending::<()>().await;

@@ -61,35 +61,9 @@ pub async fn play(
     nodes: usize,
     processes: &mut Processes,
 ) -> anyhow::Result<bool> {
-    anyhow::ensure!(
-        nodes >= 4,
-        "the actions story needs at least 4 nodes (--nodes 4): the seed uses three distinct \
-         agents and the default scheduler needs room"
-    );
-    let play = Play {
-        story,
-        rpc: Rpc::new(api_service),
-        observer: Observer::new(client.clone(), NAMESPACE),
-        x: seed_node(7, nodes),
-        y: seed_node(4, nodes),
-        z: seed_node(6, nodes),
-    };
-    story.say(&format!(
-        "the seed's k3d-aces-agent-7, -4 and -6 are {}, {} and {} here; calls go to {}",
-        play.x,
-        play.y,
-        play.z,
-        play.rpc.url()
-    ));
-    apply_demo_objects(client).await?;
-    story.say(&format!(
-        "applied WAM's demo objects in namespace {NAMESPACE} (sim/dev/actions-demo.yaml): \
-         Deployments test-a and test-b (0 replicas, default scheduler), StatefulSet test-c and \
-         Deployment pending-test (scheduler telemesh-unscheduled: nothing places them), \
-         Deployment scheduled-test (default scheduler)"
-    ));
+    let play = Play::new(story, client, api_service, nodes)?;
     let mut outcomes = Vec::new();
-    let setup = play.settle(async || play.setup_ready().await).await;
+    let setup = play.set_up(client).await?;
     play.record(&mut outcomes, "WAM's demo objects are in place", setup);
     for step in Call::SEED {
         check_processes(processes)?;
@@ -111,6 +85,32 @@ pub async fn play(
     let good = outcomes.iter().filter(|o| o.verdict.is_ok()).count();
     println!("actions: {good} of {} ended as they should", outcomes.len());
     Ok(all)
+}
+
+/// `--story actions-objects`: WAM's demo objects only, for a person (or
+/// scripts/actions-curl.sh) to send the seed's curl calls; `Ok(true)` once they are in place.
+pub async fn objects_only(
+    story: &Story,
+    client: &Client,
+    api_service: SocketAddr,
+    nodes: usize,
+    kubeconfig: &std::path::Path,
+) -> anyhow::Result<bool> {
+    let play = Play::new(story, client, api_service, nodes)?;
+    let setup = play.set_up(client).await?;
+    let ready = setup.is_ok();
+    play.record(&mut Vec::new(), "WAM's demo objects are in place", setup);
+    if ready {
+        story.say(&format!(
+            "send the seed's calls: RPC={} KUBECONFIG={} NODE_7={} NODE_4={} NODE_6={} scripts/actions-curl.sh",
+            play.rpc.url(),
+            kubeconfig.display(),
+            play.x,
+            play.y,
+            play.z
+        ));
+    }
+    Ok(ready)
 }
 
 /// Creates namespace `ul` and the objects of sim/dev/actions-demo.yaml.
@@ -205,7 +205,47 @@ struct Play<'a> {
     z: String,
 }
 
-impl Play<'_> {
+impl<'a> Play<'a> {
+    fn new(
+        story: &'a Story,
+        client: &Client,
+        api_service: SocketAddr,
+        nodes: usize,
+    ) -> anyhow::Result<Self> {
+        anyhow::ensure!(
+            nodes >= 4,
+            "the actions story needs at least 4 nodes (--nodes 4): the seed names three distinct \
+             agents and the default scheduler needs room"
+        );
+        Ok(Self {
+            story,
+            rpc: Rpc::new(api_service),
+            observer: Observer::new(client.clone(), NAMESPACE),
+            x: seed_node(7, nodes),
+            y: seed_node(4, nodes),
+            z: seed_node(6, nodes),
+        })
+    }
+
+    /// Creates WAM's demo objects and waits until they are as the seed expects.
+    async fn set_up(&self, client: &Client) -> anyhow::Result<Verdict> {
+        self.story.say(&format!(
+            "the seed's k3d-aces-agent-7, -4 and -6 are {}, {} and {} here; calls go to {}",
+            self.x,
+            self.y,
+            self.z,
+            self.rpc.url()
+        ));
+        apply_demo_objects(client).await?;
+        self.story.say(&format!(
+            "applied WAM's demo objects in namespace {NAMESPACE} (sim/dev/actions-demo.yaml): \
+             Deployments test-a and test-b (0 replicas, default scheduler), StatefulSet test-c and \
+             Deployment pending-test (scheduler telemesh-unscheduled: nothing places them), \
+             Deployment scheduled-test (default scheduler)"
+        ));
+        Ok(self.settle(async || self.setup_ready().await).await)
+    }
+
     fn describe(&self, call: Call) -> String {
         let (x, y, z) = (&self.x, &self.y, &self.z);
         match call {
