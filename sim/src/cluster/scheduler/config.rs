@@ -32,9 +32,10 @@ pub struct SchedulerConfiguration {
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Profile {
-    /// The scheduler name pods select it by (default `default-scheduler`).
+    /// The `spec.schedulerName` of the pods this profile schedules (upstream default
+    /// `default-scheduler`).
     #[serde(default)]
-    pub scheduler_name: String,
+    pub scheduler_name: Option<String>,
     /// Plugin arguments.
     #[serde(default)]
     pub plugin_config: Vec<PluginConfig>,
@@ -165,7 +166,9 @@ impl SchedulerConfiguration {
         }
         self.profiles
             .iter()
-            .filter(|p| matches!(p.scheduler_name.as_str(), "" | "default-scheduler"))
+            .filter(|p| {
+                p.scheduler_name.as_deref().unwrap_or("default-scheduler") == "default-scheduler"
+            })
             .flat_map(|p| &p.plugin_config)
             .filter(|c| c.name == "NodeResourcesFit")
             .filter_map(|c| c.args.get("ignoredResources")?.as_sequence())
