@@ -10,33 +10,21 @@ use std::time::Duration;
 use tokio::io::{AsyncBufReadExt as _, BufReader};
 use tokio::process::{Child, Command};
 
-/// A scheduler registration like deploy/scheduler's dev one, on a free port, so tests may run
-/// next to a developer's own dev cluster (and `dev` puts the API Service on a free port too).
+/// deploy/scheduler's dev registration with the extender on a free port, so tests may run next
+/// to a developer's own dev cluster (and `dev` puts the API Service on a free port too).
 fn scheduler_config(dir: &Path) -> std::path::PathBuf {
+    const SHIPPED: &str = include_str!("../../deploy/scheduler/kube-scheduler-config.dev.yaml");
+    const SHIPPED_URL: &str = "http://127.0.0.1:9001/scheduler";
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
         .unwrap()
         .port();
+    assert!(SHIPPED.contains(SHIPPED_URL), "{SHIPPED}");
     let path = dir.join("scheduler.yaml");
     std::fs::write(
         &path,
-        format!(
-            "apiVersion: kubescheduler.config.k8s.io/v1
-kind: KubeSchedulerConfiguration
-extenders:
-- urlPrefix: http://127.0.0.1:{port}/scheduler
-  filterVerb: filter
-  prioritizeVerb: prioritize
-  weight: 5
-  nodeCacheCapable: true
-  httpTimeout: 1s
-  ignorable: true
-  managedResources:
-  - name: telemetry/scheduling
-    ignoredByScheduler: true
-"
-        ),
+        SHIPPED.replace(SHIPPED_URL, &format!("http://127.0.0.1:{port}/scheduler")),
     )
     .unwrap();
     path

@@ -156,18 +156,31 @@ fn plain_manifests_are_what_the_chart_renders_now() {
 
 #[test]
 fn the_chart_ships_deploys_crd_scheduler_and_descheduler_files_unchanged() {
-    // The CRD, byte for byte, and nothing else in crds/.
-    let source =
-        std::fs::read(repo().join("deploy/crds/taspolicies.telemetry.intel.com.yaml")).unwrap();
+    // The CRDs, byte for byte, and nothing else in crds/.
     let crds = chart().crds();
+    let mut sources: Vec<String> = std::fs::read_dir(repo().join("deploy/crds"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    sources.sort();
     assert_eq!(
-        crds.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(),
-        ["taspolicies.telemetry.intel.com.yaml"]
+        crds.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>(),
+        sources
     );
-    assert!(
-        crds[0].1.as_bytes() == source.as_slice(),
-        "deploy/helm/telemesh/crds/ drifted from deploy/crds/: copy deploy/crds/taspolicies.telemetry.intel.com.yaml over it"
+    assert_eq!(
+        sources,
+        [
+            "taspolicies.telemetry.intel.com.yaml",
+            "workloadactions.telemesh.io.yaml"
+        ]
     );
+    for (name, text) in &crds {
+        let source = std::fs::read(repo().join("deploy/crds").join(name)).unwrap();
+        assert!(
+            text.as_bytes() == source.as_slice(),
+            "deploy/helm/telemesh/crds/{name} drifted from deploy/crds/: copy deploy/crds/{name} over it"
+        );
+    }
 
     // The scheduler configuration: with the extender's TLS and client CA configured, it is
     // deploy/scheduler/kube-scheduler-config.yaml exactly; without, the same over plain HTTP.
@@ -587,6 +600,10 @@ async fn rendered_objects_are_schema_valid() {
         (
             "customresourcedefinition.apiextensions.k8s.io",
             "taspolicies.telemetry.intel.com",
+        ),
+        (
+            "customresourcedefinition.apiextensions.k8s.io",
+            "workloadactions.telemesh.io",
         ),
         ("serviceaccount", "telemesh-agent"),
         ("serviceaccount", "telemesh-coordinator"),

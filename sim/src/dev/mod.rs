@@ -8,6 +8,7 @@
 //!
 //! It lives in the binary, not the library: it prints to the terminal, which libraries here do not.
 
+mod actions;
 mod processes;
 mod proxy;
 mod rewards;
@@ -41,6 +42,10 @@ use self::story::{Story, StoryKind};
 /// The reward half-life in the dev cluster: short, so the rewards story shows recovery within
 /// minutes (production default: 10m).
 const DEV_REWARD_HALF_LIFE: Duration = Duration::from_secs(60);
+
+/// Whether the coordinators take `--api-auth` (it arrives with the JSON-RPC front end, default
+/// `kubernetes`); when they do, the dev cluster runs them with `--api-auth=none`.
+const COORDINATORS_TAKE_API_AUTH: bool = false;
 
 const DEFAULT_SCENARIO: &str = include_str!("../../dev/scenario.yaml");
 const DEMO_DEPLOYMENT: &str = include_str!("../../dev/demo.yaml");
@@ -85,7 +90,10 @@ pub struct DevArgs {
     /// checklist is then only "cluster up" and "demo running", the rest is narrated as it comes.
     #[arg(long, env = "TELEMESH_DEV_SCENARIO")]
     scenario: Option<PathBuf>,
-    /// Which story to tell: `health` (TAS policies) or `rewards` (kubeRL's demo, measured).
+    /// Which story to tell: `health` (TAS policies), `rewards` (kubeRL's demo, measured),
+    /// `actions` (WAM's demo objects and the seed's calls through `/rpc`, each outcome checked)
+    /// or `actions-objects` (WAM's demo objects only: send the calls yourself, e.g.
+    /// scripts/actions-curl.sh).
     #[arg(long, env = "TELEMESH_DEV_STORY", value_enum, default_value = "health")]
     story: StoryKind,
     /// Where telemesh-agent and telemesh-coordinator are; default: beside telemesh-sim.
@@ -154,6 +162,8 @@ pub async fn run(args: DevArgs) -> anyhow::Result<bool> {
         let api_service_addr = api_service.local_addr()?;
         let sim = sim_slot.insert(start_sim(&args, &dir).await?);
         let client = sim.client().await?;
+        // Before the coordinators start: their executor watches WorkloadActions.
+        install_crd(&client, telemesh_core::action::crd::CRD_YAML, "WorkloadAction").await?;
         let kubeconfig = dir.join("kubeconfig");
         let telemetry = scenario.prepare(&dir.join("nodes"), &nodes)?;
         let (faults, faults_rx) = watch::channel(Vec::new());
@@ -212,7 +222,8 @@ pub async fn run(args: DevArgs) -> anyhow::Result<bool> {
             kubeconfig.display()
         ));
         let deadline = args.run_for.map(|d| tokio::time::Instant::now() + d);
-        let mut rewards_met = true;
+        // The measured stories pass only when they say so; a run the deadline cut short fails.
+        let mut measured_met = args.story == StoryKind::Health;
         let play = async {
             story.wait_cluster_up(&plan.coordinator_apis(), &mut processes).await?;
             match args.story {
@@ -225,8 +236,29 @@ pub async fn run(args: DevArgs) -> anyhow::Result<bool> {
                 }
                 StoryKind::Rewards => {
                     let mut placed = decisions.subscribe();
-                    rewards_met = rewards::play(&story, &client, &faults, &mut placed, &mut processes, DEV_REWARD_HALF_LIFE).await?;
+                    measured_met = rewards::play(&story, &client, &faults, &mut placed, &mut processes, DEV_REWARD_HALF_LIFE).await?;
                     story.say("the story is complete");
+                    if args.run_for.is_none() {
+                        story.say("still running: Ctrl-C stops every process this command started");
+                        std::future::pending::<()>().await;
+                    }
+                    Ok(true)
+                }
+                StoryKind::Actions => {
+                    measured_met = actions::play(&story, &client, api_service_addr, nodes.len(), &mut processes).await?;
+                    story.say(if measured_met {
+                        "the story is complete: every action ended as it should"
+                    } else {
+                        "the story is complete, but not every action ended as it should (FAILED above)"
+                    });
+                    if args.run_for.is_none() {
+                        story.say("still running: Ctrl-C stops every process this command started");
+                        std::future::pending::<()>().await;
+                    }
+                    Ok(true)
+                }
+                StoryKind::ActionsObjects => {
+                    measured_met = actions::objects_only(&story, &client, api_service_addr, nodes.len(), &kubeconfig).await?;
                     if args.run_for.is_none() {
                         story.say("still running: Ctrl-C stops every process this command started");
                         std::future::pending::<()>().await;
@@ -249,7 +281,7 @@ pub async fn run(args: DevArgs) -> anyhow::Result<bool> {
             }
         };
         if args.run_for.is_some() {
-            Ok(story.report()? && rewards_met)
+            Ok(story.report()? && measured_met)
         } else {
             story.say("interrupted: stopping every process this command started");
             Ok(complete)
@@ -399,15 +431,20 @@ fn start_cluster(
     tasks
 }
 
-/// Installs the TASPolicy CRD, the seed's two policy files and the demo Deployment.
-async fn apply_demo(client: &Client) -> anyhow::Result<()> {
+/// Installs one of our CRDs from its manifest.
+async fn install_crd(client: &Client, yaml: &str, kind: &str) -> anyhow::Result<()> {
     let crd: CustomResourceDefinition =
-        serde_yaml_ng::from_str(telemesh_core::policy::crd::CRD_YAML)
-            .context("the TASPolicy CRD")?;
+        serde_yaml_ng::from_str(yaml).with_context(|| format!("the {kind} CRD"))?;
     Api::<CustomResourceDefinition>::all(client.clone())
         .create(&PostParams::default(), &crd)
         .await
-        .context("installing the TASPolicy CRD")?;
+        .with_context(|| format!("installing the {kind} CRD"))?;
+    Ok(())
+}
+
+/// Installs the TASPolicy CRD, the seed's two policy files and the demo Deployment.
+async fn apply_demo(client: &Client) -> anyhow::Result<()> {
+    install_crd(client, telemesh_core::policy::crd::CRD_YAML, "TASPolicy").await?;
     let ns: Namespace = serde_json::from_value(serde_json::json!({
         "metadata": {"name": "health-metric-demo"}
     }))?;
@@ -561,7 +598,7 @@ impl Plan {
         tls: &telemesh_core::quic::tls::TlsFiles,
     ) -> Vec<String> {
         let ports = &self.coordinators[r];
-        vec![
+        let mut args = vec![
             format!("--replica-name=coordinator-{r}"),
             format!("--kubeconfig={}", kubeconfig.display()),
             format!("--gossip-listen={}", ports.gossip),
@@ -574,6 +611,12 @@ impl Plan {
             format!("--quic-cert={}", tls.cert_chain.display()),
             format!("--quic-key={}", tls.key.display()),
             format!("--reward-half-life={}s", DEV_REWARD_HALF_LIFE.as_secs()),
-        ]
+        ];
+        if COORDINATORS_TAKE_API_AUTH {
+            // The seed's curl calls carry no token; the coordinators say so at start-up and on
+            // /readyz.
+            args.push("--api-auth=none".into());
+        }
+        args
     }
 }

@@ -37,6 +37,11 @@ pub enum StoryKind {
     Health,
     /// kubeRL's demo, measured: nodes that crash pods of type D are learnt and avoided for D.
     Rewards,
+    /// WAM's demo: its objects in namespace `ul` and the seed's calls played through `/rpc`,
+    /// each outcome checked through the API.
+    Actions,
+    /// WAM's demo objects only, for a person or scripts/actions-curl.sh to send the seed's calls.
+    ActionsObjects,
 }
 
 /// The built-in story's steps, in order.
@@ -108,7 +113,9 @@ impl Story {
         let checklist = match (kind, built_in) {
             (StoryKind::Health, true) => Step::ALL.to_vec(),
             (StoryKind::Health, false) => vec![Step::ClusterUp, Step::DemoRunning],
-            (StoryKind::Rewards, _) => vec![Step::ClusterUp],
+            (StoryKind::Rewards | StoryKind::Actions | StoryKind::ActionsObjects, _) => {
+                vec![Step::ClusterUp]
+            }
         };
         Self {
             start: Instant::now(),

@@ -1,6 +1,7 @@
 //! The part of a `KubeSchedulerConfiguration` (kubescheduler.config.k8s.io/v1) sim's scheduler
-//! honours: `extenders`, field for field as kube-scheduler reads them, and the `schedulerName` of
-//! each of `profiles` (the names it serves), so the file an operator gives kube-scheduler
+//! honours: `extenders`, field for field as kube-scheduler reads them, the `schedulerName` of
+//! each of `profiles` (the names it serves) and the default profile's NodeResourcesFit
+//! `ignoredResources`, so the file an operator gives kube-scheduler
 //! (deploy/scheduler/) drives sim the same way.
 
 use std::collections::BTreeSet;
@@ -23,12 +24,13 @@ pub struct SchedulerConfiguration {
     /// Registered extenders, called in order.
     #[serde(default)]
     pub extenders: Vec<Extender>,
-    /// Scheduling profiles; only their names are read. None: the one default profile.
+    /// Scheduling profiles: their names and NodeResourcesFit `ignoredResources` are read.
+    /// None: the one default profile.
     #[serde(default)]
     pub profiles: Vec<Profile>,
 }
 
-/// One scheduling profile (upstream's `KubeSchedulerProfile`); its plugins are not read.
+/// One scheduling profile (upstream's `KubeSchedulerProfile`), as far as sim reads it.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Profile {
@@ -36,6 +38,20 @@ pub struct Profile {
     /// `default-scheduler`).
     #[serde(default)]
     pub scheduler_name: Option<String>,
+    /// Plugin arguments.
+    #[serde(default)]
+    pub plugin_config: Vec<PluginConfig>,
+}
+
+/// One plugin's arguments.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PluginConfig {
+    /// Plugin name, e.g. `NodeResourcesFit`.
+    pub name: String,
+    /// Its arguments; for NodeResourcesFit, `ignoredResources` is read.
+    #[serde(default)]
+    pub args: serde_yaml_ng::Value,
 }
 
 /// One extender registration (upstream's `Extender`).
@@ -152,13 +168,31 @@ impl SchedulerConfiguration {
             .collect()
     }
 
-    /// Resources the scheduler's own fit check leaves to extenders.
+    /// Resources the scheduler's own fit check skips: as kube-scheduler's `buildExtenders`, the
+    /// extenders' managed resources marked `ignoredByScheduler` when there are any (they then
+    /// replace the profile's list), else the default profile's NodeResourcesFit
+    /// `ignoredResources`.
     pub fn ignored_resources(&self) -> BTreeSet<String> {
-        self.extenders
+        let from_extenders: BTreeSet<String> = self
+            .extenders
             .iter()
             .flat_map(|e| &e.managed_resources)
             .filter(|r| r.ignored_by_scheduler)
             .map(|r| r.name.clone())
+            .collect();
+        if !from_extenders.is_empty() {
+            return from_extenders;
+        }
+        self.profiles
+            .iter()
+            .filter(|p| {
+                p.scheduler_name.as_deref().unwrap_or("default-scheduler") == "default-scheduler"
+            })
+            .flat_map(|p| &p.plugin_config)
+            .filter(|c| c.name == "NodeResourcesFit")
+            .filter_map(|c| c.args.get("ignoredResources")?.as_sequence())
+            .flatten()
+            .filter_map(|r| r.as_str().map(str::to_owned))
             .collect()
     }
 }
@@ -223,12 +257,30 @@ mod tests {
         assert_eq!(e.weight, 5);
         assert!(e.node_cache_capable && e.ignorable);
         assert_eq!(e.timeout().unwrap(), Duration::from_secs(1));
+        // TAS's dummy resource is skipped by the fit check (NodeResourcesFit ignoredResources)
+        // and every pod goes to the extender (no managedResources): deploy/scheduler/README.md.
         assert_eq!(
             config.ignored_resources(),
             BTreeSet::from(["telemetry/scheduling".to_owned()])
         );
         assert!(e.is_interested(&BTreeSet::from(["telemetry/scheduling".to_owned()])));
-        assert!(!e.is_interested(&BTreeSet::from(["cpu".to_owned()])));
+        assert!(e.is_interested(&BTreeSet::from(["cpu".to_owned()])));
+    }
+
+    #[test]
+    fn extenders_ignored_resources_replace_the_profiles_as_upstream() {
+        let both = "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n\
+                    profiles:\n- pluginConfig:\n  - name: NodeResourcesFit\n    args:\n      ignoredResources: [a/x]\n\
+                    extenders:\n- urlPrefix: http://x/s\n  managedResources:\n  - {name: b/y, ignoredByScheduler: true}\n";
+        let config = SchedulerConfiguration::parse(both).unwrap();
+        assert_eq!(
+            config.ignored_resources(),
+            BTreeSet::from(["b/y".to_owned()])
+        );
+        let other_profile = "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n\
+                    profiles:\n- schedulerName: other\n  pluginConfig:\n  - name: NodeResourcesFit\n    args:\n      ignoredResources: [a/x]\n";
+        let config = SchedulerConfiguration::parse(other_profile).unwrap();
+        assert!(config.ignored_resources().is_empty());
     }
 
     #[test]
