@@ -9,10 +9,12 @@
 //! This replica's front half: [`rpc`] (the `/rpc` endpoint and its two dialects), [`accept`]
 //! (storing, reading and waiting for actions), [`auth`] (TokenReview and SubjectAccessReview,
 //! also guarding the telemetry API), [`fit`] (Bind's synchronous check) and [`callback`]
-//! (telling the caller an action ended).
+//! (telling the caller an action ended). [`placements`] keeps every replica's view of the
+//! placements actions ask for.
 
 pub mod accept;
 pub mod auth;
 pub mod callback;
 pub mod fit;
+pub mod placements;
 pub mod rpc;

@@ -15,6 +15,8 @@ pub enum Refusal {
     DontSchedule,
     /// The pod's type fares confidently below the reward floor on the node.
     RewardFloor,
+    /// A workload action places the pod on another node.
+    Placement,
 }
 
 // === impl Refusal ===
@@ -30,9 +32,12 @@ impl Refusal {
     /// a pod would ever bring a metric back under its target is a guess no one can check before
     /// the kill. A reward is how pods of this type fare on this node, a property of the node
     /// that other pods' eviction does not change either.
+    ///
+    /// False for a placement too: the action wants the pod on one node, so no eviction
+    /// elsewhere serves it.
     pub const fn preemption_may_help(self) -> bool {
         match self {
-            Self::DontSchedule | Self::RewardFloor => false,
+            Self::DontSchedule | Self::RewardFloor | Self::Placement => false,
         }
     }
 }
@@ -123,4 +128,31 @@ impl Reasons {
         }
         out
     }
+}
+
+/// Removes every kept candidate but `node` from `decision`: a workload action (`action`) places
+/// the pod there. The default filters already ran, so when `node` is not among the candidates
+/// the pod is unschedulable with the scheduler's reason for `node` beside ours for the rest.
+pub fn apply_placement(
+    candidates: &Candidates<'_>,
+    decision: &mut FilterDecision,
+    action: &str,
+    node: &str,
+) {
+    let mut reason: Option<String> = None;
+    let mut kept = Vec::with_capacity(1);
+    for i in decision.passed.drain(..) {
+        if candidates.name(i) == node {
+            kept.push(i);
+        } else {
+            let reason = reason.get_or_insert_with(|| {
+                format!("workload action {action} places this pod on node {node}")
+            });
+            decision
+                .failed
+                .push((i, Refusal::Placement, reason.clone()));
+        }
+    }
+    decision.passed = kept;
+    decision.failed.sort_by_key(|(i, _, _)| *i);
 }

@@ -36,6 +36,7 @@ use self::filter::FilterDecision;
 use self::parse::{Candidates, ParseError};
 use self::preempt::{KeepVictims, VictimRanker};
 use self::reward::RewardSettings;
+use crate::actions::placements::Placements;
 use crate::metrics::{Outcome, RewardEffect};
 use crate::policies::PolicyCache;
 use crate::view::{ClusterView, NodeEntry, Snapshot};
@@ -128,6 +129,8 @@ pub struct Extender {
     pub settings: Settings,
     /// Where scavenger-aware preemption will rank victims.
     pub victims: Arc<dyn VictimRanker>,
+    /// Placements workload actions ask for.
+    pub placements: Placements,
 }
 
 impl std::fmt::Debug for Extender {
@@ -148,6 +151,7 @@ impl Extender {
             policies,
             settings,
             victims: Arc::new(KeepVictims),
+            placements: Placements::default(),
         }
     }
 
@@ -232,6 +236,11 @@ impl Extender {
             (Outcome::Evaluated, None) => Outcome::NoStrategy,
             (o, _) => o,
         };
+        if !self.placements.is_empty()
+            && let Some(steer) = self.placements.steer(&pod.facts())
+        {
+            filter::apply_placement(candidates, &mut decision, &steer.action, &steer.node);
+        }
         Refused {
             decision,
             outcome,

@@ -72,6 +72,24 @@ impl<'a> PodInfo<'a> {
         }
     }
 
+    /// What workload actions' placement rule looks at.
+    pub fn facts(&self) -> telemesh_core::action::placement::PodFacts<'_> {
+        use telemesh_core::action::placement::{CONTROLLER_REVISION_HASH, POD_TEMPLATE_HASH};
+        telemesh_core::action::placement::PodFacts {
+            namespace: &self.namespace,
+            name: &self.name,
+            controller: self
+                .controller
+                .as_ref()
+                .map(|(kind, name)| (kind.as_ref(), name.as_ref())),
+            template_hash: self
+                .labels
+                .iter()
+                .find(|(k, _)| k == POD_TEMPLATE_HASH || k == CONTROLLER_REVISION_HASH)
+                .map(|(_, v)| v.as_ref()),
+        }
+    }
+
     /// Returns the pod's type, `<namespace>/<type>`, exactly as
     /// [`telemesh_core::reward::pod_type`] reads it from the whole Pod: that function is given
     /// a Pod holding only the parts it looks at (namespace, name, labels, controller).

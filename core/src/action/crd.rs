@@ -158,6 +158,29 @@ pub struct ObjectRef {
     pub namespace: String,
     /// Name.
     pub name: String,
+    /// UID, for a pod a step acts on (a precondition: never another pod of the same name).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub uid: String,
+}
+
+impl ObjectRef {
+    /// A reference to a kind, namespace and name (no UID).
+    pub fn new(kind: &str, namespace: &str, name: &str) -> Self {
+        Self {
+            kind: kind.to_string(),
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+            uid: String::new(),
+        }
+    }
+
+    /// The same object without its UID (workload identity for ordering).
+    pub fn without_uid(&self) -> Self {
+        Self {
+            uid: String::new(),
+            ..self.clone()
+        }
+    }
 }
 
 impl std::fmt::Display for ObjectRef {
@@ -193,9 +216,22 @@ pub struct Step {
     /// The object it touches.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub object: Option<ObjectRef>,
-    /// What it does or did (`replicas 2 → 3`), for people and for a resuming leader.
+    /// What it does or did, for people.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub detail: String,
+    /// The replica change the step makes, recorded before it is made: a resuming leader finds
+    /// `from` (not yet made) or `to` (made) and never applies it twice.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<ReplicaChange>,
+}
+
+/// A replica count change.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReplicaChange {
+    /// The count before.
+    pub from: i32,
+    /// The count after.
+    pub to: i32,
 }
 
 /// A placement the extender enforces: the next pod of `workload` with template hash

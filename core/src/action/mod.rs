@@ -8,10 +8,11 @@
 
 pub mod crd;
 pub mod params;
+pub mod placement;
 
 pub use crd::{
-    ActionPhase, ObjectRef, Placement, PodRecord, Requester, Step, StepState, WorkloadAction,
-    WorkloadActionSpec, WorkloadActionStatus,
+    ActionPhase, CallbackStatus, ObjectRef, Placement, PodRecord, ReplicaChange, Requester, Step,
+    StepState, WorkloadAction, WorkloadActionSpec, WorkloadActionStatus,
 };
 pub use params::{
     ActionRequest, InvalidParams, Method, PodRef, ResourceUpdate, ScaleTarget, WorkloadKind,
