@@ -8,6 +8,7 @@ use std::time::{Duration, SystemTime};
 use telemesh_core::cli::{CommonArgs, GossipArgs, RewardModelArgs, parse_duration};
 use telemesh_core::policy::Unknown;
 
+use crate::actions::auth::AuthMode;
 use crate::extender::http::{Paths, TlsFiles};
 use crate::extender::reward::RewardSettings;
 use crate::extender::{Settings, UnknownScore};
@@ -73,9 +74,14 @@ pub struct Cli {
     /// Largest request body read, in MiB (full-node requests carry every candidate Node).
     #[arg(long, env = "TELEMESH_EXTENDER_MAX_BODY_MIB", default_value_t = 256)]
     pub extender_max_body_mib: usize,
-    /// TCP address of the JSON API (and, later, JSON-RPC).
+    /// TCP address of the JSON API and of JSON-RPC (`POST /rpc`).
     #[arg(long, env = "TELEMESH_API_LISTEN", default_value = "127.0.0.1:9080")]
     pub api_listen: SocketAddr,
+    /// How callers of the JSON API and JSON-RPC are checked: `kubernetes` (bearer token with
+    /// TokenReview, permission with SubjectAccessReview) or `none` (everyone may act: dev
+    /// cluster only; start-up and /readyz say so).
+    #[arg(long, env = "TELEMESH_API_AUTH", value_enum, default_value_t = AuthMode::Kubernetes)]
+    pub api_auth: AuthMode,
     /// TCP address of /metrics, /healthz and /readyz.
     #[arg(long, env = "TELEMESH_HTTP_LISTEN", default_value = "127.0.0.1:9465")]
     pub http_listen: SocketAddr,
@@ -165,6 +171,8 @@ pub struct Config {
     pub max_body: usize,
     /// API address.
     pub api_listen: SocketAddr,
+    /// How API callers are checked.
+    pub api_auth: AuthMode,
     /// Metrics and health address.
     pub http_listen: SocketAddr,
     /// Telemetry treatment.
@@ -317,6 +325,7 @@ impl TryFrom<Cli> for Config {
             paths,
             max_body: cli.extender_max_body_mib.saturating_mul(1 << 20),
             api_listen: cli.api_listen,
+            api_auth: cli.api_auth,
             http_listen: cli.http_listen,
             settings,
             view: ViewConfig {
@@ -355,6 +364,11 @@ mod tests {
         assert!(c.extender_tls.is_none() && c.quic.is_none());
         assert_eq!(c.settings, Settings::default());
         assert!(c.replica_name.starts_with("coordinator-"));
+        assert_eq!(
+            c.api_auth,
+            AuthMode::Kubernetes,
+            "callers are checked unless told"
+        );
     }
 
     #[test]

@@ -22,6 +22,9 @@ pub struct HealthState {
     pub view: ClusterView,
     /// The policies.
     pub policies: PolicyCache,
+    /// Lines `/readyz` adds whatever the state, for settings an operator must notice
+    /// (`api-auth: none (every caller may act)`).
+    pub notes: Vec<String>,
 }
 
 /// The routes.
@@ -55,11 +58,14 @@ async fn metrics(State(s): State<Arc<HealthState>>) -> Response {
 async fn ready(State(s): State<Arc<HealthState>>) -> Response {
     let view = s.view.load().synced;
     let policies = s.policies.load().synced;
+    let notes: String = s.notes.iter().map(|n| format!("\n{n}")).collect();
     match (view, policies) {
-        (true, true) => (StatusCode::OK, "ready").into_response(),
+        (true, true) => (StatusCode::OK, format!("ready{notes}")).into_response(),
         _ => (
             StatusCode::SERVICE_UNAVAILABLE,
-            format!("not ready: cluster view synced={view}, TASPolicy cache synced={policies}"),
+            format!(
+                "not ready: cluster view synced={view}, TASPolicy cache synced={policies}{notes}"
+            ),
         )
             .into_response(),
     }

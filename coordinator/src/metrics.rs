@@ -311,3 +311,118 @@ impl PolicyMetrics {
         m
     }
 }
+
+/// What a JSON-RPC call asked for (`action.<Name>`; `Unknown` for a method that does not exist).
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, EncodeLabelValue)]
+pub enum RpcMethod {
+    /// action.Create
+    Create,
+    /// action.Delete
+    Delete,
+    /// action.Move
+    Move,
+    /// action.Swap
+    Swap,
+    /// action.Bind
+    Bind,
+    /// action.Redeploy
+    Redeploy,
+    /// action.UpdateResources
+    UpdateResources,
+    /// action.Scale
+    Scale,
+    /// action.Get
+    Get,
+    /// action.Wait
+    Wait,
+    /// No such method, or a call that could not be read.
+    Unknown,
+}
+
+/// How a JSON-RPC call ended.
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, EncodeLabelValue)]
+pub enum RpcOutcome {
+    /// A new action was stored.
+    Accepted,
+    /// An idempotency key found the action an earlier call stored.
+    Existing,
+    /// Get or Wait answered.
+    Answered,
+    /// The body or call could not be read.
+    InvalidRequest,
+    /// No such method.
+    MethodNotFound,
+    /// Params did not validate.
+    InvalidParams,
+    /// No valid bearer token.
+    Unauthenticated,
+    /// Not allowed.
+    Forbidden,
+    /// The action, pod, node or namespace does not exist.
+    NotFound,
+    /// Conflicts with what exists (idempotency key reuse, a pod not pending).
+    Conflict,
+    /// Bind: the node cannot take the pod.
+    Unfit,
+    /// The API server failed.
+    Internal,
+}
+
+/// Labels of RPC call counts.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RpcLabels {
+    /// The method.
+    pub method: RpcMethod,
+    /// How it ended.
+    pub outcome: RpcOutcome,
+}
+
+/// Labels of RPC latency.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RpcMethodLabels {
+    /// The method.
+    pub method: RpcMethod,
+}
+
+/// The action API's metrics.
+#[derive(Clone, Debug)]
+pub struct RpcMetrics {
+    /// Calls by method and outcome (`accepted`/`existing` count actions accepted).
+    pub calls: Family<RpcLabels, Counter>,
+    /// Server time per call, by method (Wait includes its wait).
+    pub latency: Family<RpcMethodLabels, Histogram>,
+}
+
+// === impl RpcMetrics ===
+
+impl RpcMetrics {
+    /// Registers the metrics in `reg`.
+    pub fn register(reg: &mut Registry) -> Self {
+        // 100 µs to about 400 s: an accept is one API call; a Wait may last 300 s.
+        let latency = Family::<RpcMethodLabels, Histogram>::new_with_constructor(|| {
+            Histogram::new(exponential_buckets(0.000_1, 2.5, 17))
+        });
+        let calls = Family::default();
+        reg.register(
+            "calls",
+            "JSON-RPC calls by method and outcome",
+            calls.clone(),
+        );
+        reg.register(
+            "latency_seconds",
+            "JSON-RPC server time per call, by method",
+            latency.clone(),
+        );
+        Self { calls, latency }
+    }
+
+    /// Counts one call.
+    pub fn observe(&self, method: RpcMethod, outcome: RpcOutcome, elapsed: Duration) {
+        self.latency
+            .get_or_create(&RpcMethodLabels { method })
+            .observe(elapsed.as_secs_f64());
+        self.calls
+            .get_or_create(&RpcLabels { method, outcome })
+            .inc();
+    }
+}

@@ -1,5 +1,5 @@
 //! Starting and stopping a coordinator replica: the gossip observer and the view updater, the
-//! TASPolicy watch, and the extender, API and health servers.
+//! TASPolicy watch, and the extender, API (JSON API and JSON-RPC) and health servers.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -13,11 +13,13 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::actions::auth::{ApiAuth, AuthMode, NONE_NOTE};
+use crate::actions::rpc::RpcState;
 use crate::api::{AgentLink, ApiState};
 use crate::config::Config;
 use crate::extender::Extender;
 use crate::health::HealthState;
-use crate::metrics::{ExtenderMetrics, PolicyMetrics, ViewMetrics};
+use crate::metrics::{ExtenderMetrics, PolicyMetrics, RpcMetrics, ViewMetrics};
 use crate::policies::PolicyCache;
 use crate::view::{ClusterView, Updater};
 
@@ -124,6 +126,7 @@ pub async fn start(config: Config, stop: CancellationToken) -> anyhow::Result<Co
     let extender_metrics = ExtenderMetrics::register(registry.sub_registry_with_prefix("extender"));
     let view_metrics = ViewMetrics::register(registry.sub_registry_with_prefix("view"));
     let policy_metrics = PolicyMetrics::register(registry.sub_registry_with_prefix("policies"));
+    let rpc_metrics = RpcMetrics::register(registry.sub_registry_with_prefix("rpc"));
 
     // Bind everything first, so a taken port fails the start before anything runs.
     let extender_tls = match &config.extender_tls {
@@ -232,29 +235,41 @@ pub async fn start(config: Config, stop: CancellationToken) -> anyhow::Result<Co
             None
         }
     };
-    tracing::warn!(
-        api.addr = %api_addr,
-        "the JSON API does not authenticate callers yet (TokenReview is not wired in): \
-         keep --api-listen on a private address"
-    );
+    let auth = Arc::new(ApiAuth::new(config.api_auth, client.clone()));
+    let mut notes = Vec::new();
+    if config.api_auth == AuthMode::None {
+        tracing::warn!(
+            api.addr = %api_addr,
+            "--api-auth none: every caller of the JSON API and JSON-RPC may act, unauthenticated; \
+             use it only in a dev cluster"
+        );
+        notes.push(NONE_NOTE.to_owned());
+    }
     let api_state = Arc::new(ApiState {
         view: view.clone(),
         stale_after: config.settings.stale_after,
         agents,
         reward_model: config.settings.rewards.model,
     });
-    serve_http(
-        &tasks,
-        api_listener,
-        crate::api::router(api_state.clone()),
-        stop.child_token(),
-        "api",
-    );
+    let rpc_state = Arc::new(RpcState {
+        client: client.clone(),
+        auth: auth.clone(),
+        metrics: rpc_metrics,
+        stop: stop.child_token(),
+    });
+    let api = crate::api::router(api_state.clone())
+        .route_layer(axum::middleware::from_fn_with_state(
+            auth,
+            crate::actions::auth::require_telemetry_access,
+        ))
+        .merge(crate::actions::rpc::router(rpc_state));
+    serve_http(&tasks, api_listener, api, stop.child_token(), "api");
 
     let health = Arc::new(HealthState {
         registry,
         view: view.clone(),
         policies: policies.clone(),
+        notes,
     });
     serve_http(
         &tasks,

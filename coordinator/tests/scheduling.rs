@@ -148,6 +148,7 @@ fn coordinator_config(
         "--gossip-listen=127.0.0.1:0".into(),
         "--extender-listen=127.0.0.1:0".into(),
         "--api-listen=127.0.0.1:0".into(),
+        "--api-auth=none".into(),
         "--http-listen=127.0.0.1:0".into(),
         "--gossip-interval=100ms".into(),
         "--view-tick=50ms".into(),

@@ -10,6 +10,7 @@ pub mod action;
 pub mod cli;
 pub mod client;
 pub mod extender;
+pub mod fit;
 pub mod gossip;
 pub mod metric;
 pub mod pod;

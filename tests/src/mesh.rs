@@ -131,6 +131,7 @@ impl Mesh {
                 "--gossip-listen=127.0.0.1:0",
                 "--extender-listen=127.0.0.1:0",
                 "--api-listen=127.0.0.1:0",
+                "--api-auth=none",
                 "--http-listen=127.0.0.1:0",
                 "--gossip-interval=100ms",
                 "--view-tick=50ms",

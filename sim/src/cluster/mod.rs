@@ -3,12 +3,14 @@
 //! the kube client, as real components do, so what they do is what a client sees.
 
 pub mod controllers;
-pub mod fit;
 pub mod http;
 pub mod kubelet;
 pub mod pod_state;
 pub mod scenario;
 pub mod scheduler;
+
+/// Pod-to-node fit, shared with the coordinator's `action.Bind` check.
+pub use telemesh_core::fit;
 
 use std::sync::Arc;
 

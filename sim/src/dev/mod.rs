@@ -606,6 +606,8 @@ impl Plan {
             format!("--gossip-key-file={}", keys.display()),
             format!("--extender-listen={}", ports.extender),
             format!("--api-listen={}", ports.api),
+            // The seed's curl calls carry no token; the dev cluster says so on /readyz.
+            "--api-auth=none".into(),
             format!("--http-listen={}", ports.http),
             format!("--quic-ca={}", tls.ca.display()),
             format!("--quic-cert={}", tls.cert_chain.display()),

@@ -30,8 +30,8 @@ use telemesh_core::extender::{ExtenderArgs, ExtenderBindingArgs, MAX_EXTENDER_PR
 
 use self::config::SchedulerConfiguration;
 use self::extender::ExtenderClient;
-use super::fit::{self, NodeInfo};
 use super::pod_state::is_terminal;
+use telemesh_core::fit::{self, NodeInfo};
 
 /// kube-scheduler's `MaxNodeScore`; extender scores are scaled to it.
 const MAX_NODE_SCORE: i64 = 100;

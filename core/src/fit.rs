@@ -1,11 +1,12 @@
 //! Whether a pod fits a node, as kube-scheduler's default filter plugins decide it for what the
 //! dev cluster needs: NodeUnschedulable, TaintToleration, NodeAffinity (nodeSelector and required
-//! affinity), NodeResourcesFit (requests against allocatable, pod count). Pure functions, so the
-//! scheduler loop around them stays plumbing.
+//! affinity), NodeResourcesFit (requests against allocatable, pod count). Pure functions, shared
+//! by sim's scheduler and the coordinator's `action.Bind` check, so the loops and API calls
+//! around them stay plumbing.
 //!
 //! Left out: inter-pod (anti-)affinity, topology spread, volumes, ports, preferred affinities and
 //! image locality. The dev cluster's workloads do not use them; a pod that relies on them is
-//! placed as if they were absent.
+//! placed (or bound) as if they were absent.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
