@@ -11,56 +11,32 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use bytes::Bytes;
-use clap::Parser as _;
 use http_body_util::{BodyExt as _, Full};
-use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use telemesh_core::action::WorkloadAction;
-use telemesh_core::action::crd::CRD_YAML;
 use telemesh_core::testing::eventually;
-use telemesh_sim::{Auth, Rule, Sim, SimConfig, UserInfo};
-use tokio_util::sync::CancellationToken;
+use telemesh_sim::{Auth, Rule, Sim, UserInfo};
 
 const WAIT: Duration = Duration::from_secs(30);
 const NS: &str = "ul";
 
-/// A sim with the WorkloadAction CRD, namespace `ul`, WAM's node names, and a coordinator.
+#[path = "support/actions_env.rs"]
+mod actions_env;
+
+/// The shared environment with namespace `ul` and WAM's node names (2 CPUs each).
 struct Env {
     sim: Sim,
     client: kube::Client,
     coordinator: telemesh_coordinator::Coordinator,
-    _dir: tempfile::TempDir,
+    _env: actions_env::Dir,
 }
 
 impl Env {
     async fn start(auth: Option<Auth>) -> Self {
         telemesh_core::telemetry::init(telemesh_core::cli::LogFormat::Text, "warn");
-        let mode = if auth.is_some() { "kubernetes" } else { "none" };
-        let config = match auth {
-            Some(auth) => SimConfig {
-                auth,
-                kubeconfig_token: Some("coordinator-token".into()),
-                ..SimConfig::default()
-            },
-            None => SimConfig::default(),
-        };
-        let sim = Sim::start(config).await.unwrap();
-        let client = sim.client().await.unwrap();
-        // WorkloadActions, and TASPolicies (the coordinator is ready once their cache synced).
-        for yaml in [CRD_YAML, telemesh_core::policy::crd::CRD_YAML] {
-            let crd: CustomResourceDefinition = serde_yaml_ng::from_str(yaml).unwrap();
-            Api::<CustomResourceDefinition>::all(client.clone())
-                .create(&PostParams::default(), &crd)
-                .await
-                .unwrap();
-        }
-        let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": NS}})).unwrap();
-        Api::<Namespace>::all(client.clone())
-            .create(&PostParams::default(), &ns)
-            .await
-            .unwrap();
+        let env = actions_env::start(auth, NS).await;
         for i in 1..=8 {
             let node: Node = serde_json::from_value(telemesh_sim::nodes::node_object(
                 &format!("k3d-aces-agent-{i}"),
@@ -69,44 +45,17 @@ impl Env {
                 110,
             ))
             .unwrap();
-            Api::<Node>::all(client.clone())
+            Api::<Node>::all(env.client.clone())
                 .create(&PostParams::default(), &node)
                 .await
                 .unwrap();
         }
-        let dir = tempfile::tempdir().unwrap();
-        sim.write_kubeconfig(&dir.path().join("kubeconfig"))
-            .unwrap();
-        let args = vec![
-            "telemesh-coordinator".to_string(),
-            "--insecure-gossip".into(),
-            format!("--kubeconfig={}", dir.path().join("kubeconfig").display()),
-            "--gossip-listen=127.0.0.1:0".into(),
-            "--extender-listen=127.0.0.1:0".into(),
-            "--api-listen=127.0.0.1:0".into(),
-            "--http-listen=127.0.0.1:0".into(),
-            "--view-sync-timeout=100ms".into(),
-            format!("--api-auth={mode}"),
-        ];
-        let config = telemesh_coordinator::config::Config::try_from(
-            telemesh_coordinator::config::Cli::try_parse_from(args).unwrap(),
-        )
-        .unwrap();
-        let coordinator = telemesh_coordinator::start(config, CancellationToken::new())
-            .await
-            .unwrap();
-        // The CRD is served once its object is established; wait until actions can be listed.
-        let actions = Api::<WorkloadAction>::namespaced(client.clone(), NS);
-        eventually("WorkloadActions are served", WAIT, || {
-            let actions = actions.clone();
-            async move { actions.list(&ListParams::default()).await.ok().map(|_| ()) }
-        })
-        .await;
+        let (sim, client, coordinator, dir) = env.into_parts();
         Self {
             sim,
             client,
             coordinator,
-            _dir: dir,
+            _env: dir,
         }
     }
 
