@@ -68,6 +68,7 @@ pub fn applies(placement: &Placement, pod: &PodFacts<'_>) -> bool {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

@@ -405,7 +405,7 @@ async fn remove_pod(
                 )));
             }
         } else {
-            siblings_ready(ctx, w, &pod, &state.selector).await?;
+            siblings_ready(ctx, w, pod, &state.selector).await?;
         }
         rec.begin(
             &scale_down,
@@ -429,7 +429,7 @@ async fn remove_pod(
             .replicas
             .ok_or_else(|| Failure::Api(format!("step {scale_down} lost its replica change")))?;
         if w.kind == "Deployment" {
-            match cluster::mark_for_deletion(&ctx.client, &pod).await {
+            match cluster::mark_for_deletion(&ctx.client, pod).await {
                 Err(Failure::Api(e)) if e.contains("404") || e.contains("not found") => {}
                 other => other?,
             }
@@ -1034,7 +1034,7 @@ fn remaining(started_at: &str, timeout: Duration) -> Duration {
 
 fn humantime(d: Duration) -> String {
     let secs = d.as_secs();
-    if secs >= 60 && secs % 60 == 0 {
+    if secs >= 60 && secs.is_multiple_of(60) {
         format!("{}m", secs / 60)
     } else {
         format!("{:.1}s", d.as_secs_f64())
