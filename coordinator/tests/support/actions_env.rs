@@ -1,9 +1,11 @@
 //! A sim with the WorkloadAction and TASPolicy CRDs and one namespace, and one in-process
 //! coordinator replica on loopback talking to it: what the `/rpc` tests and the accept benchmark
 //! share. With an auth table the sim checks tokens, the replica runs `--api-auth kubernetes`
-//! and reaches sim with the table's `coordinator-token`; without one, `--api-auth none`.
+//! and reaches sim with the table's `coordinator-token`; without one, `--api-auth none`. The
+//! replica never leads (another holder keeps the executor's Lease), so nothing runs the actions.
 
 use clap::Parser as _;
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ListParams, PostParams};
@@ -62,6 +64,24 @@ pub async fn start(auth: Option<Auth>, namespace: &str) -> ActionsEnv {
     let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": namespace}})).unwrap();
     Api::<Namespace>::all(client.clone())
         .create(&PostParams::default(), &ns)
+        .await
+        .unwrap();
+    // Another replica holds the executor's Lease for the whole test: these tests and the accept
+    // benchmark look at the front half only, so stored actions stay Pending unless a test ends
+    // them itself.
+    let now = jiff::Timestamp::now();
+    let lease: Lease = serde_json::from_value(json!({
+        "metadata": {"name": "telemesh-coordinator", "namespace": "default"},
+        "spec": {
+            "holderIdentity": "another-replica",
+            "leaseDurationSeconds": 3600,
+            "acquireTime": now.to_string(),
+            "renewTime": now.to_string(),
+        },
+    }))
+    .unwrap();
+    Api::<Lease>::namespaced(client.clone(), "default")
+        .create(&PostParams::default(), &lease)
         .await
         .unwrap();
     let dir = tempfile::tempdir().unwrap();

@@ -327,23 +327,3 @@ pub fn pod_ref(pod: &Pod) -> ObjectRef {
     }
 }
 
-/// Whether `node` can take `pod` for action.Bind: the node exists and is not cordoned.
-pub async fn fits(client: &Client, pod: &Pod, node: &str) -> Result<(), Failure> {
-    let found = Api::<k8s_openapi::api::core::v1::Node>::all(client.clone())
-        .get_opt(node)
-        .await
-        .map_err(api_error(format!("reading node {node}")))?;
-    let Some(found) = found else {
-        return Err(Failure::Refused(format!(
-            "pod {} cannot be bound: node {node} does not exist",
-            pod.name_any()
-        )));
-    };
-    if found.spec.and_then(|s| s.unschedulable) == Some(true) {
-        return Err(Failure::Refused(format!(
-            "pod {} cannot be bound: node {node} is cordoned (unschedulable)",
-            pod.name_any()
-        )));
-    }
-    Ok(())
-}

@@ -20,6 +20,8 @@ use telemesh_core::action::{
     ScaleTarget, StepState,
 };
 
+use crate::actions::fit;
+
 use super::cluster::{self, ScaleOutcome};
 use super::record::Record;
 use super::{Context, Failure};
@@ -627,6 +629,17 @@ async fn swap(ctx: &Context, rec: &mut Record, x: &PodRef, y: &PodRef) -> Result
     }
 }
 
+/// The executor's failure for a Bind the fit check refuses.
+fn bind_failure(refusal: fit::BindRefusal) -> Failure {
+    match refusal {
+        fit::BindRefusal::Api(e) => Failure::Api(format!("checking the Bind: {e}")),
+        r @ (fit::BindRefusal::PodNotFound(..) | fit::BindRefusal::NodeNotFound { .. }) => {
+            Failure::NotFound(r.to_string())
+        }
+        r => Failure::Refused(r.to_string()),
+    }
+}
+
 /// Bind: a pending, unplaced pod bound to `node` (refused when it does not fit), then Ready.
 async fn bind(
     ctx: &Context,
@@ -656,12 +669,11 @@ async fn bind(
                 ));
             }
             None => {
-                if current.status.as_ref().and_then(|s| s.phase.as_deref()) != Some("Pending") {
-                    return Err(Failure::Refused(
-                        "pod cannot be bound since it is not in pending state".to_string(),
-                    ));
-                }
-                cluster::fits(&ctx.client, &current, node).await?;
+                // The same check the RPC front end made before storing the Bind, again now:
+                // the pod or the node may have changed since.
+                let current = fit::check_bind(&ctx.client, pod, node)
+                    .await
+                    .map_err(bind_failure)?;
                 let binding = Binding {
                     metadata: kube::api::ObjectMeta {
                         name: Some(pod.name.clone()),

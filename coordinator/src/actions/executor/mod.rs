@@ -36,6 +36,7 @@ use tokio_util::sync::CancellationToken;
 
 use self::record::Record;
 use super::placements::Placements;
+use super::callback;
 
 /// Why a step or an action could not go on.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -398,8 +399,9 @@ async fn schedule(
     for action in open {
         let key = key_of(&action);
         let workloads = match action.status.as_ref().map(|s| &s.workloads) {
-            Some(w) if !w.is_empty() => w.clone(),
+            // An ended action owing its callback holds no workload.
             _ if action.phase().is_terminal() => Vec::new(),
+            Some(w) if !w.is_empty() => w.clone(),
             _ => {
                 // Resolve once, in arrival order; the status write comes back through the watch.
                 if running.contains_key(&key) {
@@ -543,8 +545,8 @@ async fn end_unstarted(ctx: &Context, action: &WorkloadAction, why: &Failure) {
 async fn run_action(ctx: &Context, namespace: &str, name: &str) -> Result<(), Failure> {
     let mut rec = Record::load(&ctx.client, namespace, name).await?;
     if rec.action.phase().is_terminal() {
-        ended(ctx, &rec).await;
-        return Ok(());
+        // Ended under a previous leader, whose callback was not recorded as made.
+        return call_back(&mut rec).await;
     }
     let request = match request_of(&rec.action) {
         Ok(r) => r,
@@ -552,7 +554,7 @@ async fn run_action(ctx: &Context, namespace: &str, name: &str) -> Result<(), Fa
             rec.end(ActionPhase::Failed, e.to_string());
             rec.save().await?;
             ended(ctx, &rec).await;
-            return Ok(());
+            return call_back(&mut rec).await;
         }
     };
     if rec.action.phase() == ActionPhase::Pending {
@@ -570,7 +572,31 @@ async fn run_action(ctx: &Context, namespace: &str, name: &str) -> Result<(), Fa
     }
     rec.save().await?;
     ended(ctx, &rec).await;
-    Ok(())
+    call_back(&mut rec).await
+}
+
+/// POSTs an ended action to its callback URL, if it has one and no attempt is recorded, and
+/// records the outcome. The action's workloads are free meanwhile (the queue ignores the
+/// workloads of ended actions), so a slow callee delays nobody.
+async fn call_back(rec: &mut Record) -> Result<(), Failure> {
+    let Some(url) = rec.action.spec.callback_url.clone() else {
+        return Ok(());
+    };
+    if rec
+        .action
+        .status
+        .as_ref()
+        .and_then(|s| s.callback.as_ref())
+        .is_some_and(|c| c.delivered || c.attempts > 0)
+    {
+        return Ok(());
+    }
+    let outcome = callback::deliver(&url, &rec.action).await;
+    if !outcome.delivered {
+        tracing::warn!(action = %rec.key(), url, attempts = outcome.attempts, error = %outcome.last_error, "the action's callback was not delivered");
+    }
+    rec.status().callback = Some(outcome);
+    rec.save().await
 }
 
 /// After an action ends: metrics, Events on it and its workloads.
