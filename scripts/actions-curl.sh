@@ -8,7 +8,10 @@
 #   k3d-aces-agent-6 -> $NODE_6 (sim-node-2)   (the dev cluster's 4 nodes, as --story actions maps them)
 #
 # and the seed's Redeploy target, a CronJob pod named literally, is a pod of scheduled-test here
-# (the dev cluster runs no CronJob controller). Where the seed has a person look before the next
+# (the dev cluster runs no CronJob controller). The seed finds the pod to bind as the newest by
+# creationTimestamp, which has one-second resolution: sim's rollout creates the next pod within the
+# same second as the one just bound, so the script also asks for pods on no node
+# (--field-selector=spec.nodeName=), which is what the seed means. Where the seed has a person look before the next
 # call ("See that a new pending pod ... was created"), the script waits for the same thing.
 #
 # What is added around the seed's lines: each call's reply is kept (curl is wrapped only for
@@ -164,7 +167,7 @@ until_pending_pod_with_cpu app=pending-test 50m
 
 # Let's bind pods with new resources
 export new_resources_pod=$(kubectl get pods -n ul -lapp=$(kubectl get deployment -n ul 'pending-test' -o jsonpath='{.spec.selector.matchLabels.app}') \
-    --sort-by=.metadata.creationTimestamp \
+    --field-selector=spec.nodeName= --sort-by=.metadata.creationTimestamp \
     -o jsonpath='{.items[-1].metadata.name}')
 echo $new_resources_pod
 
@@ -176,7 +179,7 @@ settle
 until_pending_pod_with_cpu app=pending-test 50m
 
 export new_resources_pod2=$(kubectl get pods -n ul -lapp=$(kubectl get deployment -n ul 'pending-test' -o jsonpath='{.spec.selector.matchLabels.app}') \
-    --sort-by=.metadata.creationTimestamp \
+    --field-selector=spec.nodeName= --sort-by=.metadata.creationTimestamp \
     -o jsonpath='{.items[-1].metadata.name}')
 echo $new_resources_pod2
 

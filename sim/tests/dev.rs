@@ -178,3 +178,53 @@ async fn the_rewards_story_learns_to_avoid_failing_nodes_and_forgives_them() {
         "left running"
     );
 }
+
+#[tokio::test]
+async fn the_actions_story_plays_every_seed_call_and_each_does_what_it_says() {
+    let dir = tempfile::tempdir().unwrap();
+    let child = dev(dir.path(), &["--story", "actions", "--for", "300s"]);
+    let out = tokio::time::timeout(Duration::from_secs(360), child.wait_with_output())
+        .await
+        .expect("telemesh-sim dev --story actions overran its own deadline")
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "actions story failed:\n{stdout}");
+    // Every method of the seed's README was sent and checked (the story's own checks: pods on
+    // the named nodes, exactly the named pod gone, replica counts, never fewer Ready pods).
+    for method in [
+        "Create",
+        "Delete",
+        "Move",
+        "Swap",
+        "Bind",
+        "Redeploy",
+        "UpdateResources",
+        "Scale",
+    ] {
+        let call = format!("action.{method}:");
+        assert!(
+            stdout
+                .lines()
+                .any(|l| l.trim_start().starts_with("ok") && l.contains(&call)),
+            "{call} not played or not ok:\n{stdout}"
+        );
+    }
+    let tally = stdout
+        .lines()
+        .find(|l| l.starts_with("actions: ") && l.contains(" of "))
+        .unwrap_or_else(|| panic!("no tally:\n{stdout}"));
+    let (done, all) = tally
+        .trim_start_matches("actions: ")
+        .split_once(" of ")
+        .unwrap();
+    assert_eq!(
+        done,
+        all.split_whitespace().next().unwrap(),
+        "{tally}\n{stdout}"
+    );
+    assert_eq!(
+        processes_under(dir.path()),
+        Vec::<u32>::new(),
+        "left running"
+    );
+}

@@ -43,10 +43,6 @@ use self::story::{Story, StoryKind};
 /// minutes (production default: 10m).
 const DEV_REWARD_HALF_LIFE: Duration = Duration::from_secs(60);
 
-/// Whether the coordinators take `--api-auth` (it arrives with the JSON-RPC front end, default
-/// `kubernetes`); when they do, the dev cluster runs them with `--api-auth=none`.
-const COORDINATORS_TAKE_API_AUTH: bool = false;
-
 const DEFAULT_SCENARIO: &str = include_str!("../../dev/scenario.yaml");
 const DEMO_DEPLOYMENT: &str = include_str!("../../dev/demo.yaml");
 const DEV_SCHEDULER_CONFIG: &str =
@@ -598,7 +594,7 @@ impl Plan {
         tls: &telemesh_core::quic::tls::TlsFiles,
     ) -> Vec<String> {
         let ports = &self.coordinators[r];
-        let mut args = vec![
+        let args = vec![
             format!("--replica-name=coordinator-{r}"),
             format!("--kubeconfig={}", kubeconfig.display()),
             format!("--gossip-listen={}", ports.gossip),
@@ -614,11 +610,6 @@ impl Plan {
             format!("--quic-key={}", tls.key.display()),
             format!("--reward-half-life={}s", DEV_REWARD_HALF_LIFE.as_secs()),
         ];
-        if COORDINATORS_TAKE_API_AUTH {
-            // The seed's curl calls carry no token; the coordinators say so at start-up and on
-            // /readyz.
-            args.push("--api-auth=none".into());
-        }
         args
     }
 }

@@ -326,4 +326,3 @@ pub fn pod_ref(pod: &Pod) -> ObjectRef {
         uid: pod.metadata.uid.clone().unwrap_or_default(),
     }
 }
-

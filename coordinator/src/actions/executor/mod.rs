@@ -35,8 +35,8 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use self::record::Record;
-use super::placements::Placements;
 use super::callback;
+use super::placements::Placements;
 
 /// Why a step or an action could not go on.
 #[derive(Debug, Clone, thiserror::Error)]
