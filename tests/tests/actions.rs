@@ -1,10 +1,11 @@
-//! Workload actions end to end: WorkloadAction objects (as `POST /rpc` stores them) executed
-//! by the leader among two real telemesh-coordinator processes, against sim with its kubelets
+//! Workload actions end to end: WAM's JSON-RPC calls sent to `POST /rpc` of the replica that
+//! does not lead, executed by the leader among two real telemesh-coordinator processes, against sim with its kubelets
 //! and controllers and the real kube-scheduler calling the coordinators' extender (the shipped
 //! dev configuration), so the placement is enforced with every default filter on.
 //!
 //! - Create, Move, Delete and Swap do what they say (pods on the nodes, the exact pod gone,
-//!   replica counts), and a Move never leaves its workload below its count;
+//!   replica counts), a Move never leaves its workload below its count, and a callback tells
+//!   the caller when an action ended;
 //! - failure paths: a cordoned node (Failed with the scheduler's reason, count restored), a
 //!   new pod that never gets Ready (RolledBack), an unknown pod;
 //! - killing the leader (SIGKILL) with 200 actions queued or running: the other replica takes
@@ -22,7 +23,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt as _};
 use serde_json::{Value, json};
-use telemesh_core::action::{ActionPhase, WorkloadAction, WorkloadActionSpec};
+use telemesh_core::action::{ActionPhase, WorkloadAction};
 use telemesh_sim::cluster::kubelet::{Fault, FaultRule};
 use telemesh_tests::cluster::ClusterParts;
 use telemesh_tests::mesh::Mesh;
@@ -93,6 +94,16 @@ impl Scene {
     }
 
     async fn deployment(&self, name: &str, replicas: i32) {
+        self.deployment_with(name, replicas, json!({})).await;
+    }
+
+    /// A Deployment whose container also has `extra` (a readinessProbe, ...).
+    async fn deployment_with(&self, name: &str, replicas: i32, extra: Value) {
+        let mut container = json!({"name": "pause", "image": "registry.k8s.io/pause:3.10",
+            "resources": {"requests": {"cpu": "1m", "memory": "1Mi"}}});
+        for (k, v) in extra.as_object().into_iter().flatten() {
+            container[k] = v.clone();
+        }
         let d: Deployment = serde_json::from_value(json!({
             "metadata": {"name": name, "namespace": NS},
             "spec": {
@@ -100,8 +111,7 @@ impl Scene {
                 "selector": {"matchLabels": {"app.kubernetes.io/name": name}},
                 "template": {
                     "metadata": {"labels": {"app.kubernetes.io/name": name}},
-                    "spec": {"containers": [{"name": "pause", "image": "registry.k8s.io/pause:3.10",
-                        "resources": {"requests": {"cpu": "1m", "memory": "1Mi"}}}]}
+                    "spec": {"containers": [container]}
                 }
             }
         }))
@@ -112,39 +122,41 @@ impl Scene {
             .unwrap();
     }
 
-    /// Stores an action as `POST /rpc` does, returns its name.
+    /// Sends `method` with `params` to the standby replica's `POST /rpc` in WAM's dialect (the
+    /// seed's body shape): any replica accepts, the leader runs. Returns the action's name.
     async fn act(&self, method: &str, params: Value) -> String {
-        act(&self.client, method, params).await
+        act(self.mesh.coordinators[1].api, method, params).await
     }
 }
 
-async fn act(client: &Client, method: &str, params: Value) -> String {
-    let request = telemesh_core::action::ActionRequest::parse(
-        telemesh_core::action::Method::parse(method).unwrap(),
-        &params,
+async fn act(api: std::net::SocketAddr, method: &str, params: Value) -> String {
+    let body = json!({"method": format!("action.{method}"), "params": [params], "id": "1"});
+    let reply = telemesh_sim::cluster::http::request(
+        http::Method::POST,
+        &format!("http://{api}/rpc"),
+        Some(serde_json::to_vec(&body).unwrap()),
     )
+    .await
     .unwrap();
-    let action = WorkloadAction {
-        metadata: kube::api::ObjectMeta {
-            generate_name: Some("wa-".into()),
-            namespace: Some(request.namespace().to_string()),
-            ..Default::default()
-        },
-        spec: WorkloadActionSpec {
-            method: method.into(),
-            target: request.target(),
-            node: request.node().map(str::to_string),
-            params,
-            received_at: format!("{:.6}", jiff::Timestamp::now()),
-            ..Default::default()
-        },
-        status: None,
-    };
-    Api::<WorkloadAction>::namespaced(client.clone(), request.namespace())
-        .create(&PostParams::default(), &action)
-        .await
-        .unwrap()
-        .name_any()
+    let reply: Value = serde_json::from_slice(&reply).unwrap();
+    assert_eq!(reply["error"], Value::Null, "{method} refused: {reply}");
+    reply["result"]["actionId"].as_str().unwrap().to_owned()
+}
+
+/// A callback URL on loopback and the bodies POSTed to it, in arrival order.
+async fn callee() -> (String, tokio::sync::mpsc::UnboundedReceiver<Value>) {
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let app = axum::Router::new().route(
+        "/done",
+        axum::routing::post(move |body: axum::Json<Value>| async move {
+            let _ = tx.send(body.0);
+            http::StatusCode::NO_CONTENT
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (format!("http://{addr}/done"), rx)
 }
 
 /// The replica holding the executor Lease, once one does.
@@ -313,9 +325,14 @@ async fn create_move_delete_and_swap_do_what_they_say() {
         .unwrap()
         .0
         .clone();
+    let (callback, mut called) = callee().await;
     let deleted = scene
-        .act("Delete", json!({"pod": {"namespace": NS, "name": on_3}}))
+        .act(
+            "Delete",
+            json!({"pod": {"namespace": NS, "name": on_3}, "callbackURL": callback}),
+        )
         .await;
+    let id = deleted.clone();
     let deleted = ended(&client, &deleted).await;
     assert_eq!(
         deleted.phase(),
@@ -330,6 +347,30 @@ async fn create_move_delete_and_swap_do_what_they_say() {
         "exactly the named pod went: {after:?}"
     );
     assert_eq!(replicas(&client, "test-a").await, 1);
+    // The caller is told once the action ended, with what action.Get returns; the delivery is
+    // recorded.
+    let told = tokio::time::timeout(WAIT, called.recv())
+        .await
+        .expect("the callback within the wait")
+        .unwrap();
+    assert_eq!(
+        (&told["actionId"], &told["phase"], &told["method"]),
+        (&json!(id), &json!("Succeeded"), &json!("Delete")),
+        "{told}"
+    );
+    eventually("the callback recorded as delivered", WAIT, || {
+        let (client, id) = (client.clone(), id.clone());
+        async move {
+            let a = Api::<WorkloadAction>::namespaced(client, NS)
+                .get(&id)
+                .await
+                .ok()?;
+            a.status?
+                .callback
+                .filter(|c| c.delivered && c.attempts == 1)
+        }
+    })
+    .await;
 
     // Swap A (node 2) with B (node 0).
     let b = create(&scene, "test-b", "sim-node-0").await;
@@ -376,7 +417,15 @@ async fn failures_end_failed_or_rolled_back_with_the_workload_restored() {
         return;
     };
     let client = scene.client.clone();
-    scene.deployment("test-a", 0).await;
+    // Ready only after its first probe, a second after it starts: a container that crashes
+    // sooner is never Ready.
+    scene
+        .deployment_with(
+            "test-a",
+            0,
+            json!({"readinessProbe": {"exec": {"command": ["true"]}, "initialDelaySeconds": 1}}),
+        )
+        .await;
 
     // A cordoned node: the default filters refuse it, so the Create fails with the
     // scheduler's reason and the count is restored.
@@ -477,7 +526,7 @@ async fn killing_the_leader_loses_no_action_and_applies_no_step_twice() {
     let mut names = Vec::with_capacity(ACTIONS);
     for i in 0..ACTIONS {
         let name = act(
-            &client,
+            scene.mesh.coordinators[1].api,
             "Create",
             json!({"workload": {"namespace": NS, "kind": "Deployment", "name": format!("w{}", i % WORKLOADS)},
                    "node": {"name": NODES[i % NODES.len()]}}),
