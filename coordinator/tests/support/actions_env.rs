@@ -1,8 +1,10 @@
 //! A sim with the WorkloadAction and TASPolicy CRDs and one namespace, and one in-process
 //! coordinator replica on loopback talking to it: what the `/rpc` tests and the accept benchmark
-//! share. With an auth table the sim checks tokens, the replica runs `--api-auth kubernetes`
-//! and reaches sim with the table's `coordinator-token`; without one, `--api-auth none`. The
-//! replica never leads (another holder keeps the executor's Lease), so nothing runs the actions.
+//! share, and the Move benchmark with a replica that leads. With an auth table the sim checks
+//! tokens, the replica runs `--api-auth kubernetes` and reaches sim with the table's
+//! `coordinator-token`; without one, `--api-auth none`. From [`start`] the replica never leads
+//! (another holder keeps the executor's Lease), so nothing runs the actions; from
+//! [`start_leading`] it takes the Lease and runs them.
 
 use clap::Parser as _;
 use k8s_openapi::api::coordination::v1::Lease;
@@ -37,8 +39,20 @@ impl ActionsEnv {
 }
 
 /// Starts sim (checking tokens with `auth`, if given), installs the CRDs and `namespace`, and
-/// starts a coordinator; returns once WorkloadActions are served.
+/// starts a coordinator that never leads; returns once WorkloadActions are served.
+#[allow(dead_code)]
 pub async fn start(auth: Option<Auth>, namespace: &str) -> ActionsEnv {
+    start_with(auth, namespace, false, &[]).await
+}
+
+/// As [`start`] without authentication, but the replica is free to take the executor's Lease
+/// (it is the only one) and runs with `args` added; returns once it holds the Lease.
+#[allow(dead_code)]
+pub async fn start_leading(namespace: &str, args: &[&str]) -> ActionsEnv {
+    start_with(None, namespace, true, args).await
+}
+
+async fn start_with(auth: Option<Auth>, namespace: &str, lead: bool, extra: &[&str]) -> ActionsEnv {
     let mode = if auth.is_some() { "kubernetes" } else { "none" };
     let config = match auth {
         Some(auth) => SimConfig {
@@ -66,9 +80,9 @@ pub async fn start(auth: Option<Auth>, namespace: &str) -> ActionsEnv {
         .create(&PostParams::default(), &ns)
         .await
         .unwrap();
-    // Another replica holds the executor's Lease for the whole test: these tests and the accept
-    // benchmark look at the front half only, so stored actions stay Pending unless a test ends
-    // them itself.
+    // Unless this replica is to lead, another holds the executor's Lease for the whole test:
+    // these tests and the accept benchmark look at the front half only, so stored actions stay
+    // Pending unless a test ends them itself.
     let now = jiff::Timestamp::now();
     let lease: Lease = serde_json::from_value(json!({
         "metadata": {"name": "telemesh-coordinator", "namespace": "default"},
@@ -80,10 +94,10 @@ pub async fn start(auth: Option<Auth>, namespace: &str) -> ActionsEnv {
         },
     }))
     .unwrap();
-    Api::<Lease>::namespaced(client.clone(), "default")
-        .create(&PostParams::default(), &lease)
-        .await
-        .unwrap();
+    let leases = Api::<Lease>::namespaced(client.clone(), "default");
+    if !lead {
+        leases.create(&PostParams::default(), &lease).await.unwrap();
+    }
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
     sim.write_kubeconfig(&kubeconfig).unwrap();
@@ -97,7 +111,10 @@ pub async fn start(auth: Option<Auth>, namespace: &str) -> ActionsEnv {
         "--http-listen=127.0.0.1:0".into(),
         "--view-sync-timeout=100ms".into(),
         format!("--api-auth={mode}"),
-    ];
+    ]
+    .into_iter()
+    .chain(extra.iter().map(|a| (*a).to_string()))
+    .collect::<Vec<_>>();
     let config = telemesh_coordinator::config::Config::try_from(
         telemesh_coordinator::config::Cli::try_parse_from(args).unwrap(),
     )
@@ -116,6 +133,20 @@ pub async fn start(auth: Option<Auth>, namespace: &str) -> ActionsEnv {
         },
     )
     .await;
+    if lead {
+        telemesh_core::testing::eventually(
+            "the replica holds the executor's Lease",
+            std::time::Duration::from_secs(30),
+            || {
+                let leases = leases.clone();
+                async move {
+                    let lease = leases.get_opt("telemesh-coordinator").await.ok()??;
+                    lease.spec?.holder_identity.filter(|h| !h.is_empty())
+                }
+            },
+        )
+        .await;
+    }
     ActionsEnv {
         sim,
         client,

@@ -85,7 +85,7 @@ pub async fn workload(client: &Client, w: &ObjectRef) -> Result<WorkloadState, F
 
 /// Whether a Deployment's controller has seen its latest spec and every pod runs it: only then
 /// does its ReplicaSet choose which pod to remove by deletion cost alone.
-fn deployment_settled(d: &Deployment) -> bool {
+pub fn deployment_settled(d: &Deployment) -> bool {
     let replicas = d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
     d.status.as_ref().is_some_and(|status| {
         status.observed_generation >= d.metadata.generation
