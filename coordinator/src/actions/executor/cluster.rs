@@ -1,16 +1,19 @@
 //! What the executor reads and changes in the cluster: a workload's replica count through its
 //! `/scale` subresource (changed only from the count a step recorded, so it is never applied
-//! twice), its pods, and waits on pods through a watch. The rules about what a pod's state
+//! twice), its pods, and waits on pods through watches kept open ([`PodWatches`]). The rules about what a pod's state
 //! means are small pure functions at the end.
 
-use std::collections::BTreeMap;
-use std::time::Duration;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use futures::StreamExt as _;
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::api::{ListParams, Patch, PatchParams};
+use kube::runtime::WatchStreamExt as _;
+use kube::runtime::reflector::{self, Store};
 use kube::runtime::wait::await_condition;
 use kube::runtime::watcher::{self, Event};
 use kube::{Api, Client, ResourceExt as _};
@@ -19,6 +22,7 @@ use telemesh_core::action::ObjectRef;
 use telemesh_core::action::placement::{
     self, CONTROLLER_REVISION_HASH, POD_TEMPLATE_HASH, PodFacts,
 };
+use tokio::sync::watch;
 
 use super::Failure;
 
@@ -267,54 +271,157 @@ pub async fn mark_for_deletion(client: &Client, pod: &ObjectRef) -> Result<(), F
         )))
 }
 
-/// Waits, through a watch on the namespace's pods matching `selector`, until `check` on the
-/// current set of pods decides, or `timeout` passes (`Ok(None)`).
-pub async fn wait_pods<R>(
-    client: &Client,
-    namespace: &str,
-    selector: &str,
-    timeout: Duration,
-    mut check: impl FnMut(&[Pod]) -> Option<R>,
-) -> Result<Option<R>, Failure> {
-    let api = Api::<Pod>::namespaced(client.clone(), namespace);
-    let config = watcher::Config::default().labels(selector);
-    let mut events = watcher::watcher(api, config).boxed();
-    let mut pods: BTreeMap<String, Pod> = BTreeMap::new();
-    let mut init: Option<BTreeMap<String, Pod>> = None;
-    let mut synced = false;
-    let deadline = tokio::time::Instant::now() + timeout;
-    // A timer wakes the check too: some decisions depend on time (how long a pod has been
-    // unschedulable).
-    let mut tick = tokio::time::interval(Duration::from_secs(1));
-    loop {
-        let changed = tokio::select! {
+/// How long a pod watch no wait uses stays open: the next action on the same workload (often
+/// queued right behind) finds it warm.
+const IDLE_WATCH: Duration = Duration::from_secs(60);
+
+/// The pod watches the executor's waits share, one per namespace and label selector, opened on
+/// first use and closed once idle for [`IDLE_WATCH`]. Opening a watch (a list, then the watch
+/// request) for every wait cost more than the rest of a step; an open one answers at once from
+/// its cache and hears each change as it happens. Its cache lags the API server by one watch
+/// delivery, as a freshly listed one does by the time it is checked, so the checks (which ask
+/// for a state the cluster reaches, e.g. "the new pod is Ready", "the old pod is gone") decide
+/// the same as before.
+#[derive(Clone, Default)]
+pub struct PodWatches {
+    open: Arc<parking_lot::Mutex<HashMap<(String, String), Shared>>>,
+}
+
+impl std::fmt::Debug for PodWatches {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PodWatches")
+            .field("open", &self.open.lock().len())
+            .finish()
+    }
+}
+
+struct Shared {
+    watch: Arc<PodWatch>,
+    last_used: Instant,
+}
+
+/// One watch of a namespace's pods matching a selector, cached as kube's reflector does.
+struct PodWatch {
+    store: Store<Pod>,
+    changed: watch::Sender<()>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for PodWatch {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl PodWatch {
+    fn open(client: &Client, namespace: &str, selector: &str) -> Self {
+        let (store, writer) = reflector::store::<Pod>();
+        let api = Api::<Pod>::namespaced(client.clone(), namespace);
+        let config = watcher::Config::default().labels(selector);
+        let (changed, _) = watch::channel(());
+        let task = tokio::spawn({
+            let changed = changed.clone();
+            async move {
+                let mut events = reflector::reflector(writer, watcher::watcher(api, config))
+                    .default_backoff()
+                    .boxed();
+                while let Some(event) = events.next().await {
+                    match event {
+                        // A relist's single objects are seen at its end, all at once.
+                        Ok(Event::Init | Event::InitApply(_)) => {}
+                        Ok(_) => changed.send_replace(()),
+                        Err(e) => {
+                            tracing::debug!(error = %e, "pod watch error; the watcher retries");
+                        }
+                    }
+                }
+            }
+        });
+        Self {
+            store,
+            changed,
+            task,
+        }
+    }
+}
+
+impl PodWatches {
+    /// The open watch of `namespace`'s pods matching `selector`, opened if there is none (or
+    /// its task ended); closes the idle ones.
+    fn get(&self, client: &Client, namespace: &str, selector: &str) -> Arc<PodWatch> {
+        let now = Instant::now();
+        let mut open = self.open.lock();
+        open.retain(|_, s| {
+            Arc::strong_count(&s.watch) > 1 || now.duration_since(s.last_used) < IDLE_WATCH
+        });
+        let key = (namespace.to_string(), selector.to_string());
+        let shared = open
+            .entry(key)
+            .and_modify(|s| {
+                if s.watch.task.is_finished() {
+                    s.watch = Arc::new(PodWatch::open(client, namespace, selector));
+                }
+            })
+            .or_insert_with(|| Shared {
+                watch: Arc::new(PodWatch::open(client, namespace, selector)),
+                last_used: now,
+            });
+        shared.last_used = now;
+        shared.watch.clone()
+    }
+
+    /// Waits until `check` on the namespace's pods matching `selector` decides, or `timeout`
+    /// passes (`Ok(None)`). `check` runs once the watch has listed, after every change, and
+    /// every second (some decisions depend on time: how long a pod has been unschedulable).
+    pub async fn wait<R>(
+        &self,
+        client: &Client,
+        namespace: &str,
+        selector: &str,
+        timeout: Duration,
+        mut check: impl FnMut(&[Arc<Pod>]) -> Option<R>,
+    ) -> Result<Option<R>, Failure> {
+        let watch = self.get(client, namespace, selector);
+        let deadline = tokio::time::Instant::now() + timeout;
+        let mut changed = watch.changed.subscribe();
+        tokio::select! {
             () = tokio::time::sleep_until(deadline) => return Ok(None),
-            _ = tick.tick() => synced,
-            event = events.next() => match event {
-                None => return Err(Failure::Api("the pod watch ended".into())),
-                Some(Err(e)) => {
-                    tracing::debug!(error = %e, "pod watch error; the watcher retries");
-                    false
-                }
-                Some(Ok(Event::Init)) => { init = Some(BTreeMap::new()); false }
-                Some(Ok(Event::InitApply(p))) => {
-                    if let Some(init) = &mut init { init.insert(p.name_any(), p); }
-                    false
-                }
-                Some(Ok(Event::InitDone)) => {
-                    if let Some(init) = init.take() { pods = init; }
-                    synced = true;
-                    true
-                }
-                Some(Ok(Event::Apply(p))) => { pods.insert(p.name_any(), p); synced }
-                Some(Ok(Event::Delete(p))) => { pods.remove(&p.name_any()); synced }
-            },
-        };
-        if changed {
-            let all: Vec<Pod> = pods.values().cloned().collect();
-            if let Some(r) = check(&all) {
+            ready = watch.store.wait_until_ready() => {
+                ready.map_err(|e| Failure::Api(format!("the pod watch ended: {e}")))?;
+            }
+        }
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        loop {
+            changed.borrow_and_update();
+            if let Some(r) = check(&watch.store.state()) {
+                self.touch(namespace, selector);
                 return Ok(Some(r));
             }
+            tokio::select! {
+                () = tokio::time::sleep_until(deadline) => break,
+                _ = tick.tick() => {}
+                seen = changed.changed() => if seen.is_err() {
+                    return Err(Failure::Api("the pod watch ended".into()));
+                },
+            }
+        }
+        self.touch(namespace, selector);
+        Ok(None)
+    }
+
+    /// Closes every watch (when this replica stops leading).
+    pub fn close_all(&self) {
+        self.open.lock().clear();
+    }
+
+    /// Counts the idle time of a watch from the end of its last wait.
+    fn touch(&self, namespace: &str, selector: &str) {
+        if let Some(s) = self
+            .open
+            .lock()
+            .get_mut(&(namespace.to_string(), selector.to_string()))
+        {
+            s.last_used = Instant::now();
         }
     }
 }

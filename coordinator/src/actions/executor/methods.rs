@@ -8,6 +8,7 @@
 //! then Delete of the old pod (make before break: the workload never runs below its count), and
 //! Swap is two Moves, the first undone if the second fails.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
@@ -209,14 +210,16 @@ async fn place_new_pod(
     let state = cluster::workload(&ctx.client, w).await?;
     let deadline = remaining(&b.step.started_at, ctx.settings.ready_timeout);
     let grace = ctx.settings.unschedulable_grace;
-    let outcome = cluster::wait_pods(
-        &ctx.client,
-        &w.namespace,
-        &state.selector,
-        deadline,
-        |pods| new_pod_outcome(pods, w, &existing, node, grace),
-    )
-    .await?;
+    let outcome = ctx
+        .pods
+        .wait(
+            &ctx.client,
+            &w.namespace,
+            &state.selector,
+            deadline,
+            |pods| new_pod_outcome(pods, w, &existing, node, grace),
+        )
+        .await?;
     let result = match outcome {
         Some(Ok(pod)) => Ok(pod),
         Some(Err(why)) => Err(Failure::Refused(why)),
@@ -255,7 +258,7 @@ async fn place_new_pod(
 /// What the pods of `w` say about the new pod: Ready on the node, placed elsewhere (the
 /// scheduler did not ask our extender), unschedulable for longer than `grace`, or not yet.
 fn new_pod_outcome(
-    pods: &[Pod],
+    pods: &[Arc<Pod>],
     w: &ObjectRef,
     existing: &[String],
     node: &str,
@@ -459,23 +462,25 @@ async fn remove_pod(
         .await?
         .and_then(|p| cluster::node_of(&p).map(str::to_string))
         .unwrap_or_default();
-    let gone = cluster::wait_pods(
-        &ctx.client,
-        &w.namespace,
-        &state.selector,
-        deadline,
-        |pods| {
-            let ours = pods
-                .iter()
-                .find(|p| p.metadata.uid.as_deref() == Some(uid.as_str()));
-            match ours {
-                None => Some(()),
-                Some(p) if cluster::is_terminating(p) => Some(()),
-                Some(_) => None,
-            }
-        },
-    )
-    .await?;
+    let gone = ctx
+        .pods
+        .wait(
+            &ctx.client,
+            &w.namespace,
+            &state.selector,
+            deadline,
+            |pods| {
+                let ours = pods
+                    .iter()
+                    .find(|p| p.metadata.uid.as_deref() == Some(uid.as_str()));
+                match ours {
+                    None => Some(()),
+                    Some(p) if cluster::is_terminating(p) => Some(()),
+                    Some(_) => None,
+                }
+            },
+        )
+        .await?;
     if gone.is_none() {
         let why = format!(
             "pod {} is still there after {}: its controller removed another pod instead",
@@ -506,19 +511,21 @@ async fn siblings_ready(
 ) -> Result<(), Failure> {
     let name = pod.name.clone();
     let deadline = tokio::time::Instant::now() + ctx.settings.ready_timeout;
-    let ready = cluster::wait_pods(
-        &ctx.client,
-        &w.namespace,
-        selector,
-        ctx.settings.ready_timeout,
-        |pods| {
-            pods.iter()
-                .filter(|p| p.name_any() != name && cluster::owner_of(p).as_ref() == Some(w))
-                .all(|p| !cluster::is_terminating(p) && cluster::is_running_and_ready(p))
-                .then_some(())
-        },
-    )
-    .await?;
+    let ready = ctx
+        .pods
+        .wait(
+            &ctx.client,
+            &w.namespace,
+            selector,
+            ctx.settings.ready_timeout,
+            |pods| {
+                pods.iter()
+                    .filter(|p| p.name_any() != name && cluster::owner_of(p).as_ref() == Some(w))
+                    .all(|p| !cluster::is_terminating(p) && cluster::is_running_and_ready(p))
+                    .then_some(())
+            },
+        )
+        .await?;
     // The controller's status lags the pods it counts (a Move's new pod is Ready before the
     // Deployment says so): wait for it within the same deadline.
     let settled = ready.is_some()
@@ -727,13 +734,15 @@ async fn bind(
     if !b.done {
         let deadline = remaining(&b.step.started_at, ctx.settings.ready_timeout);
         let name = pod.name.clone();
-        let ready = cluster::wait_pods(&ctx.client, &pod.namespace, "", deadline, |pods| {
-            pods.iter()
-                .find(|p| p.name_any() == name)
-                .filter(|p| cluster::is_running_and_ready(p))
-                .map(cluster::pod_ref)
-        })
-        .await?;
+        let ready = ctx
+            .pods
+            .wait(&ctx.client, &pod.namespace, "", deadline, |pods| {
+                pods.iter()
+                    .find(|p| p.name_any() == name)
+                    .filter(|p| cluster::is_running_and_ready(p))
+                    .map(|p| cluster::pod_ref(p))
+            })
+            .await?;
         let Some(bound) = ready else {
             return Err(Failure::Timeout(format!(
                 "pod {} is bound to node {node} but was not Ready within {}",
@@ -996,29 +1005,31 @@ async fn scale(
         let state = cluster::workload(&ctx.client, &w).await?;
         let deadline = remaining(&b.step.started_at, ctx.settings.ready_timeout);
         let count = usize::try_from(replicas).unwrap_or_default();
-        let now = cluster::wait_pods(
-            &ctx.client,
-            &w.namespace,
-            &state.selector,
-            deadline,
-            |pods| {
-                let live: Vec<String> = pods
-                    .iter()
-                    .filter(|p| {
-                        !cluster::is_terminating(p) && cluster::owner_of(p).as_ref() == Some(&w)
-                    })
-                    .map(ResourceExt::name_any)
-                    .collect();
-                (live.len() == count).then_some(live)
-            },
-        )
-        .await?
-        .ok_or_else(|| {
-            Failure::Timeout(format!(
-                "{w} did not reach {replicas} pods within {}",
-                humantime(ctx.settings.ready_timeout)
-            ))
-        })?;
+        let now = ctx
+            .pods
+            .wait(
+                &ctx.client,
+                &w.namespace,
+                &state.selector,
+                deadline,
+                |pods| {
+                    let live: Vec<String> = pods
+                        .iter()
+                        .filter(|p| {
+                            !cluster::is_terminating(p) && cluster::owner_of(p).as_ref() == Some(&w)
+                        })
+                        .map(|p| p.name_any())
+                        .collect();
+                    (live.len() == count).then_some(live)
+                },
+            )
+            .await?
+            .ok_or_else(|| {
+                Failure::Timeout(format!(
+                    "{w} did not reach {replicas} pods within {}",
+                    humantime(ctx.settings.ready_timeout)
+                ))
+            })?;
         if !before.is_empty() || existing {
             let status = rec.status();
             for name in now.iter().filter(|n| !before.contains(n)) {

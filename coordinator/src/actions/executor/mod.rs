@@ -208,6 +208,8 @@ pub struct Context {
     pub recorder: Recorder,
     /// Metrics.
     pub metrics: Metrics,
+    /// The pod watches the steps' waits share.
+    pub pods: cluster::PodWatches,
 }
 
 impl Context {
@@ -247,6 +249,7 @@ pub fn context(
         placements,
         recorder,
         metrics,
+        pods: cluster::PodWatches::default(),
     })
 }
 
@@ -300,6 +303,7 @@ pub async fn run(ctx: Arc<Context>, identity: String, stop: CancellationToken) {
         if let Err(e) = lead.await {
             tracing::error!(error = %e, "the executor task failed");
         }
+        ctx.pods.close_all();
         ctx.metrics.leader.set(0);
         ctx.metrics.running.set(0);
         if stop.is_cancelled() {
