@@ -128,11 +128,7 @@ async fn resolve_pod(
         "{}|{}/{}",
         origin.node, origin.workload.kind, origin.workload.name
     );
-    let b = rec
-        .begin(&name, Some(origin.pod.clone()), detail, None)
-        .await?;
-    rec.finish(b.index, None, None);
-    rec.save().await?;
+    rec.note(&name, Some(origin.pod.clone()), detail).await?;
     Ok(origin)
 }
 
@@ -180,8 +176,8 @@ async fn place_new_pod(
         // has it, so the new pod is not scheduled before the placement is known.
         ctx.placement_visible(&rec.key()).await;
         cluster::set_replicas(&ctx.client, w, change.from, change.to).await?;
+        // Stored with the next step's start.
         rec.finish(b.index, None, None);
-        rec.save().await?;
     }
     let await_ready = format!("{prefix}AwaitReady");
     let b = rec
@@ -440,8 +436,8 @@ async fn remove_pod(
             }
         }
         cluster::set_replicas(&ctx.client, w, change.from, change.to).await?;
+        // Stored with the next step's start.
         rec.finish(b.index, None, None);
-        rec.save().await?;
     }
     let await_removed = format!("{prefix}AwaitRemoved");
     let b = rec
@@ -491,6 +487,7 @@ async fn remove_pod(
         rec.save().await?;
         return Err(Failure::Conflict(why));
     }
+    // Stored with the caller's next write (the action's end or its next step).
     rec.finish(b.index, None, Some(format!("pod {} is gone", pod.name)));
     rec.status().pods_removed.push(PodRecord {
         namespace: pod.namespace.clone(),
@@ -498,7 +495,7 @@ async fn remove_pod(
         node,
         uid: pod.uid.clone(),
     });
-    rec.save().await
+    Ok(())
 }
 
 /// Waits until every other pod of `w` is scheduled, Running and Ready and `w` is not rolling

@@ -562,10 +562,10 @@ async fn run_action(ctx: &Context, namespace: &str, name: &str) -> Result<(), Fa
         }
     };
     if rec.action.phase() == ActionPhase::Pending {
+        // Stored with the first step's start (every method begins with a step before it acts).
         let status = rec.status();
         status.phase = ActionPhase::Running;
         status.started_at = Some(record::now());
-        rec.save().await?;
     }
     let outcome = methods::run(ctx, &mut rec, &request).await;
     match outcome {

@@ -126,8 +126,33 @@ impl Record {
         })
     }
 
-    /// Marks step `index` done (with its final detail and object, when given); the caller
-    /// saves, often together with other changes.
+    /// Records a step that only notes what was observed (it changes nothing), done at once:
+    /// one write.
+    pub async fn note(
+        &mut self,
+        name: &str,
+        object: Option<ObjectRef>,
+        detail: String,
+    ) -> Result<(), Failure> {
+        let at = now();
+        self.status().steps.push(Step {
+            name: name.to_string(),
+            state: StepState::Done,
+            started_at: at.clone(),
+            finished_at: Some(at),
+            object,
+            detail,
+            replicas: None,
+        });
+        self.save().await
+    }
+
+    /// Marks step `index` done (with its final detail and object, when given). It is stored by
+    /// the next write: the caller's, the next step's [`Record::begin`] or the action's end.
+    /// Every step writes its `begin` before it acts, so a step's end is always stored before
+    /// the next step acts, and a write per step end is saved; a leader that dies before that
+    /// write redoes the step, which finds its wait already over or its change already made
+    /// (as after dying between an act and its record).
     pub fn finish(&mut self, index: usize, object: Option<ObjectRef>, detail: Option<String>) {
         if let Some(step) = self.status().steps.get_mut(index) {
             step.state = StepState::Done;
