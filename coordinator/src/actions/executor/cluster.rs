@@ -163,21 +163,17 @@ pub enum ScaleOutcome {
 
 /// Sets `w`'s replicas from `from` to `to`, only if they are `from` now (a JSON patch with a
 /// `test` operation: the API server applies it atomically, so a concurrent change is never
-/// overwritten); `to` already means done.
+/// overwritten); `to` already means done. The patch goes first: only when its test fails is
+/// the count read, to tell a change already made from someone else's.
 pub async fn set_replicas(
     client: &Client,
     w: &ObjectRef,
     from: i32,
     to: i32,
 ) -> Result<ScaleOutcome, Failure> {
-    let current = workload(client, w).await?.replicas;
-    if current == to {
-        return Ok(ScaleOutcome::AlreadyDone);
-    }
-    if current != from {
-        return Err(Failure::Conflict(format!(
-            "{w} has {current} replicas, not the {from} this step recorded: someone else scaled it"
-        )));
+    if !matches!(w.kind.as_str(), "Deployment" | "StatefulSet") {
+        // The same refusal as reading it.
+        workload(client, w).await?;
     }
     let patch: json_patch::Patch = serde_json::from_value(json!([
         {"op": "test", "path": "/spec/replicas", "value": from},
@@ -198,10 +194,21 @@ pub async fn set_replicas(
     };
     match result {
         Ok(()) => Ok(ScaleOutcome::Changed),
-        // The `test` failed: someone changed the count between the read and the patch.
-        Err(kube::Error::Api(s)) if s.code == 422 || s.code == 409 => Err(Failure::Conflict(
-            format!("{what}: the count changed meanwhile ({})", s.message),
-        )),
+        // The `test` failed: the count is not `from` (any more).
+        Err(kube::Error::Api(s)) if s.code == 422 || s.code == 409 => {
+            let current = workload(client, w).await?.replicas;
+            if current == to {
+                return Ok(ScaleOutcome::AlreadyDone);
+            }
+            Err(Failure::Conflict(format!(
+                "{w} has {current} replicas, not the {from} this step recorded: someone else \
+                 scaled it ({what}: {})",
+                s.message
+            )))
+        }
+        Err(kube::Error::Api(s)) if s.code == 404 => {
+            Err(Failure::NotFound(format!("{w} does not exist")))
+        }
         Err(e) => Err(api_error(what)(e)),
     }
 }
@@ -209,8 +216,17 @@ pub async fn set_replicas(
 /// The pods of `w` (matched by selector, then by owner), terminating ones included.
 pub async fn pods_of(client: &Client, w: &ObjectRef) -> Result<Vec<Pod>, Failure> {
     let state = workload(client, w).await?;
+    pods_selected(client, w, &state.selector).await
+}
+
+/// The pods of `w` whose selector (its [`WorkloadState`]'s) the caller has read already.
+pub async fn pods_selected(
+    client: &Client,
+    w: &ObjectRef,
+    selector: &str,
+) -> Result<Vec<Pod>, Failure> {
     let pods = Api::<Pod>::namespaced(client.clone(), &w.namespace)
-        .list(&ListParams::default().labels(&state.selector))
+        .list(&ListParams::default().labels(selector))
         .await
         .map_err(api_error(format!("listing the pods of {w}")))?;
     Ok(pods

@@ -143,12 +143,15 @@ async fn place_new_pod(
 ) -> Result<ObjectRef, Failure> {
     let scale_up = format!("{prefix}ScaleUp");
     let existing = rec.status().steps.iter().any(|s| s.name == scale_up);
+    // The workload's selector, once read.
+    let mut selector = None;
     let b = if existing {
         rec.begin(&scale_up, None, String::new(), None).await?
     } else {
         let state = cluster::workload(&ctx.client, w).await?;
-        let pods = cluster::pods_of(&ctx.client, w).await?;
+        let pods = cluster::pods_selected(&ctx.client, w, &state.selector).await?;
         let from = state.replicas;
+        selector = Some(state.selector);
         rec.status().placement = Some(Placement {
             workload: w.clone(),
             pod_template_hash: String::new(),
@@ -203,18 +206,17 @@ async fn place_new_pod(
         .as_ref()
         .map(|p| p.existing_pods.clone())
         .unwrap_or_default();
-    let state = cluster::workload(&ctx.client, w).await?;
+    let selector = match selector {
+        Some(s) => s,
+        None => cluster::workload(&ctx.client, w).await?.selector,
+    };
     let deadline = remaining(&b.step.started_at, ctx.settings.ready_timeout);
     let grace = ctx.settings.unschedulable_grace;
     let outcome = ctx
         .pods
-        .wait(
-            &ctx.client,
-            &w.namespace,
-            &state.selector,
-            deadline,
-            |pods| new_pod_outcome(pods, w, &existing, node, grace),
-        )
+        .wait(&ctx.client, &w.namespace, &selector, deadline, |pods| {
+            new_pod_outcome(pods, w, &existing, node, grace)
+        })
         .await?;
     let result = match outcome {
         Some(Ok(pod)) => Ok(pod),
@@ -380,6 +382,8 @@ async fn remove_pod(
 ) -> Result<(), Failure> {
     let scale_down = format!("{prefix}ScaleDown");
     let existing = rec.status().steps.iter().any(|s| s.name == scale_down);
+    // The workload's selector and the pod's node, once read.
+    let mut seen: Option<(String, String)> = None;
     let b = if existing {
         rec.begin(&scale_down, None, String::new(), None).await?
     } else {
@@ -408,6 +412,12 @@ async fn remove_pod(
         } else {
             siblings_ready(ctx, w, pod, &state.selector).await?;
         }
+        let node = current
+            .as_ref()
+            .and_then(cluster::node_of)
+            .unwrap_or_default()
+            .to_string();
+        seen = Some((state.selector.clone(), node));
         rec.begin(
             &scale_down,
             Some(pod.clone()),
@@ -451,31 +461,30 @@ async fn remove_pod(
     if b.done {
         return Ok(());
     }
-    let state = cluster::workload(&ctx.client, w).await?;
+    let (selector, node) = match seen {
+        Some(seen) => seen,
+        None => (
+            cluster::workload(&ctx.client, w).await?.selector,
+            cluster::pod(&ctx.client, &pod.namespace, &pod.name)
+                .await?
+                .and_then(|p| cluster::node_of(&p).map(str::to_string))
+                .unwrap_or_default(),
+        ),
+    };
     let deadline = remaining(&b.step.started_at, ctx.settings.ready_timeout);
     let uid = pod.uid.clone();
-    let node = cluster::pod(&ctx.client, &pod.namespace, &pod.name)
-        .await?
-        .and_then(|p| cluster::node_of(&p).map(str::to_string))
-        .unwrap_or_default();
     let gone = ctx
         .pods
-        .wait(
-            &ctx.client,
-            &w.namespace,
-            &state.selector,
-            deadline,
-            |pods| {
-                let ours = pods
-                    .iter()
-                    .find(|p| p.metadata.uid.as_deref() == Some(uid.as_str()));
-                match ours {
-                    None => Some(()),
-                    Some(p) if cluster::is_terminating(p) => Some(()),
-                    Some(_) => None,
-                }
-            },
-        )
+        .wait(&ctx.client, &w.namespace, &selector, deadline, |pods| {
+            let ours = pods
+                .iter()
+                .find(|p| p.metadata.uid.as_deref() == Some(uid.as_str()));
+            match ours {
+                None => Some(()),
+                Some(p) if cluster::is_terminating(p) => Some(()),
+                Some(_) => None,
+            }
+        })
         .await?;
     if gone.is_none() {
         let why = format!(
