@@ -96,6 +96,14 @@ impl Sim {
             (format!("https://{addr}"), Some(cert.ca_pem))
         } else {
             let stop2 = stop.clone();
+            // TCP_NODELAY, as kube-apiserver (Go's net package sets it on every connection):
+            // with Nagle on, a watch event written right after another waits for the client's
+            // delayed ACK, ~40 ms on Linux.
+            let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+                if let Err(e) = tcp.set_nodelay(true) {
+                    tracing::debug!(error = %e, "cannot set TCP_NODELAY");
+                }
+            });
             tokio::spawn(async move {
                 let served = axum::serve(listener, router)
                     .with_graceful_shutdown(stop2.cancelled_owned())

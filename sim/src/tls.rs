@@ -96,6 +96,10 @@ pub async fn serve(
                 }
             },
         };
+        // As the plain listener (see `Sim::start`): no Nagle delay between watch events.
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!(error = %e, "cannot set TCP_NODELAY");
+        }
         let acceptor = acceptor.clone();
         let service = TowerToHyperService::new(router.clone());
         let stop = stop.clone();
