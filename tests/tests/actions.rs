@@ -509,7 +509,9 @@ async fn failures_end_failed_or_rolled_back_with_the_workload_restored() {
 
 /// Kills the leader while 200 Creates over 20 Deployments are queued or running; the standby
 /// takes over and every action ends exactly once: every Deployment has exactly as many replicas
-/// and live pods as Creates that succeeded on it.
+/// and live pods as Creates that succeeded on it, and no pod is claimed by two actions.
+/// `TELEMESH_LEADER_KILL_ACTIONS` changes the count (scripts/actions-leader-kill.sh runs 1,000);
+/// the counts are printed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killing_the_leader_loses_no_action_and_applies_no_step_twice() {
     let Some(mut scene) =
@@ -519,12 +521,36 @@ async fn killing_the_leader_loses_no_action_and_applies_no_step_twice() {
     };
     let client = scene.client.clone();
     const WORKLOADS: usize = 20;
-    const ACTIONS: usize = 200;
+    let actions: usize = std::env::var("TELEMESH_LEADER_KILL_ACTIONS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(200);
+    assert!(
+        actions.is_multiple_of(WORKLOADS),
+        "a multiple of {WORKLOADS} actions"
+    );
+    // Room for every pod (sim's nodes take 110 pods, as a kubelet's default).
+    let per_node = actions.div_ceil(NODES.len()) + 10;
+    if per_node > 110 {
+        for node in NODES {
+            Api::<Node>::all(client.clone())
+                .patch_status(
+                    node,
+                    &PatchParams::default(),
+                    &Patch::Merge(
+                        json!({"status": {"allocatable": {"pods": per_node.to_string()},
+                                                   "capacity": {"pods": per_node.to_string()}}}),
+                    ),
+                )
+                .await
+                .unwrap();
+        }
+    }
     for w in 0..WORKLOADS {
         scene.deployment(&format!("w{w}"), 0).await;
     }
-    let mut names = Vec::with_capacity(ACTIONS);
-    for i in 0..ACTIONS {
+    let mut names = Vec::with_capacity(actions);
+    for i in 0..actions {
         let name = act(
             scene.mesh.coordinators[1].api,
             "Create",
@@ -536,43 +562,60 @@ async fn killing_the_leader_loses_no_action_and_applies_no_step_twice() {
     }
     // Let the leader get going, then kill it mid-flight.
     let api = Api::<WorkloadAction>::namespaced(client.clone(), NS);
-    eventually("some actions to end", WAIT, || {
+    let ended_before_kill = eventually("some actions to end", WAIT, || {
         let api = api.clone();
         async move {
             let list = api.list(&ListParams::default()).await.ok()?;
-            (list
+            let n = list
                 .items
                 .iter()
                 .filter(|a| a.phase().is_terminal())
-                .count()
-                >= 10)
-                .then_some(())
+                .count();
+            (n >= 10).then_some(n)
         }
     })
     .await;
     scene.mesh.coordinators[0].process.kill().await;
+    let killed_at = tokio::time::Instant::now();
     wait_leader(&client, &scene.standby).await;
+    let took_over = killed_at.elapsed();
     let mut succeeded: BTreeMap<String, usize> = BTreeMap::new();
+    let mut claimed: BTreeMap<String, String> = BTreeMap::new();
     for name in &names {
         let a = ended(&client, name).await;
         assert_eq!(a.phase(), ActionPhase::Succeeded, "{name}: {}", message(&a));
         let status = a.status.unwrap();
         assert_eq!(status.pods_created.len(), 1, "{name} created one pod");
+        let pod = &status.pods_created[0];
+        if let Some(other) = claimed.insert(pod.uid.clone(), name.clone()) {
+            panic!("pod {} claimed by both {other} and {name}", pod.name);
+        }
         *succeeded.entry(a.spec.target).or_default() += 1;
     }
+    let mut replicas_total = 0;
+    let mut pods_total = 0;
     for w in 0..WORKLOADS {
         let name = format!("w{w}");
         let expected = succeeded
             .get(&format!("Deployment/{name}"))
             .copied()
             .unwrap_or(0);
-        assert_eq!(expected, ACTIONS / WORKLOADS);
-        assert_eq!(
-            replicas(&client, &name).await,
-            i32::try_from(expected).unwrap(),
-            "{name}"
-        );
+        assert_eq!(expected, actions / WORKLOADS);
+        let replicas = replicas(&client, &name).await;
+        assert_eq!(replicas, i32::try_from(expected).unwrap(), "{name}");
         let live = pods(&client, &name).await;
         assert_eq!(live.len(), expected, "{name}: {live:?}");
+        replicas_total += usize::try_from(replicas).unwrap();
+        pods_total += live.len();
     }
+    eprintln!(
+        "leader killed (SIGKILL) with {ended_before_kill} of {actions} actions ended; {} took over \
+         {:.1} s later; {} of {actions} Succeeded, each exactly once ({} distinct pods created); \
+         {WORKLOADS} Deployments: {replicas_total} replicas, {pods_total} live pods, {} expected",
+        scene.standby,
+        took_over.as_secs_f64(),
+        succeeded.values().sum::<usize>(),
+        claimed.len(),
+        actions
+    );
 }
