@@ -1,12 +1,19 @@
 //! sim's cluster parts for tests that bring their own scheduler: a kubelet stand-in per node and
 //! the workload controllers, with sim's scheduler stand-in left out (the real kube-scheduler, or
-//! none, places pods). Also the TAS example policy installed as a user would.
+//! none, places pods) unless asked for. Also the TAS example policy installed as a user would.
 
-use k8s_openapi::api::core::v1::Namespace;
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{Namespace, Pod};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, PostParams};
+use kube::ResourceExt as _;
+use kube::api::{Api, ListParams, PostParams};
 use telemesh_core::policy::TASPolicy;
 use telemesh_sim::cluster::kubelet::{Backoff, Kubelet};
+use telemesh_sim::cluster::scheduler;
+use telemesh_sim::cluster::scheduler::config::SchedulerConfiguration;
+use telemesh_sim::cluster::scheduler::upstream::Render;
 use tokio_util::sync::CancellationToken;
 
 use crate::{SimEnv, eventually};
@@ -48,6 +55,36 @@ impl ClusterParts {
         Self { stop, faults }
     }
 
+    /// Also runs sim's scheduler stand-in, with the shipped dev configuration
+    /// (deploy/scheduler/kube-scheduler-config.dev.yaml) calling the extender at `url_prefix`:
+    /// for tests that need pods placed through the extender but not upstream's scheduler.
+    pub async fn start_scheduler(&self, env: &SimEnv, url_prefix: &str) {
+        let shipped = crate::upstream::workspace_root()
+            .join("deploy/scheduler/kube-scheduler-config.dev.yaml");
+        let template = std::fs::read_to_string(&shipped)
+            .unwrap_or_else(|e| panic!("reading {}: {e}", shipped.display()));
+        let rendered = Render {
+            kubeconfig: env.kubeconfig.clone(),
+            url_prefix: Some(url_prefix.to_owned()),
+            node_cache_capable: None,
+        }
+        .apply(&template)
+        .expect("rendering the dev scheduler configuration");
+        let settings = scheduler::Settings {
+            config: SchedulerConfiguration::parse(&rendered)
+                .expect("the dev scheduler configuration parses"),
+            ..scheduler::Settings::default()
+        };
+        // Nobody listens to the decisions; the scheduler does not need anyone to.
+        let (decisions, _) = tokio::sync::broadcast::channel(16);
+        let (client, stop) = (env.client().await, self.stop.clone());
+        tokio::spawn(async move {
+            if let Err(e) = scheduler::run(client, settings, decisions, stop).await {
+                tracing::error!(error = format!("{e:#}"), "sim's scheduler stopped");
+            }
+        });
+    }
+
     /// Makes the kubelets apply `rules` from now on (crashes, OOM kills, failures on cue).
     pub fn set_faults(&self, rules: Vec<telemesh_sim::cluster::kubelet::FaultRule>) {
         self.faults.send_replace(rules);
@@ -85,4 +122,54 @@ pub async fn install_example_policy(client: &kube::Client) {
         }
     })
     .await;
+}
+
+/// The label the workloads of [`create_deployment`] select their pods by.
+pub const APP_LABEL: &str = "app.kubernetes.io/name";
+
+/// Creates Deployment `namespace/name` with `replicas` pods of one pause container named
+/// `pause` (1m CPU, 1 MiB requested), selected by `app.kubernetes.io/name=<name>`.
+pub async fn create_deployment(client: &kube::Client, namespace: &str, name: &str, replicas: i32) {
+    let d: Deployment = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {APP_LABEL: name}},
+            "template": {
+                "metadata": {"labels": {APP_LABEL: name}},
+                "spec": {"containers": [{"name": "pause", "image": "registry.k8s.io/pause:3.10",
+                    "resources": {"requests": {"cpu": "1m", "memory": "1Mi"}}}]}
+            }
+        }
+    }))
+    .expect("a Deployment");
+    Api::<Deployment>::namespaced(client.clone(), namespace)
+        .create(&PostParams::default(), &d)
+        .await
+        .unwrap_or_else(|e| panic!("creating Deployment {namespace}/{name}: {e}"));
+}
+
+/// The live (not terminating) pods labelled `app.kubernetes.io/name=<app>` in `namespace`, by
+/// name → node (empty while unscheduled).
+pub async fn live_pods(
+    client: &kube::Client,
+    namespace: &str,
+    app: &str,
+) -> BTreeMap<String, String> {
+    Api::<Pod>::namespaced(client.clone(), namespace)
+        .list(&ListParams::default().labels(&format!("{APP_LABEL}={app}")))
+        .await
+        .unwrap_or_else(|e| panic!("listing the pods of {namespace}/{app}: {e}"))
+        .items
+        .into_iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .map(|p| {
+            let node = p
+                .spec
+                .as_ref()
+                .and_then(|s| s.node_name.clone())
+                .unwrap_or_default();
+            (p.name_any(), node)
+        })
+        .collect()
 }

@@ -17,14 +17,14 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Node};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt as _};
 use serde_json::{Value, json};
 use telemesh_core::action::{ActionPhase, WorkloadAction, WorkloadActionSpec};
 use telemesh_sim::cluster::kubelet::{Fault, FaultRule};
-use telemesh_tests::cluster::ClusterParts;
+use telemesh_tests::cluster::{ClusterParts, create_deployment, live_pods};
 use telemesh_tests::mesh::Mesh;
 use telemesh_tests::upstream::{KUBE_SCHEDULER, KubeScheduler};
 use telemesh_tests::{SimEnv, eventually};
@@ -93,23 +93,7 @@ impl Scene {
     }
 
     async fn deployment(&self, name: &str, replicas: i32) {
-        let d: Deployment = serde_json::from_value(json!({
-            "metadata": {"name": name, "namespace": NS},
-            "spec": {
-                "replicas": replicas,
-                "selector": {"matchLabels": {"app.kubernetes.io/name": name}},
-                "template": {
-                    "metadata": {"labels": {"app.kubernetes.io/name": name}},
-                    "spec": {"containers": [{"name": "pause", "image": "registry.k8s.io/pause:3.10",
-                        "resources": {"requests": {"cpu": "1m", "memory": "1Mi"}}}]}
-                }
-            }
-        }))
-        .unwrap();
-        Api::<Deployment>::namespaced(self.client.clone(), NS)
-            .create(&PostParams::default(), &d)
-            .await
-            .unwrap();
+        create_deployment(&self.client, NS, name, replicas).await;
     }
 
     /// Stores an action as `POST /rpc` does, returns its name.
@@ -197,22 +181,7 @@ fn message(a: &WorkloadAction) -> String {
 
 /// Live (not terminating) pods of `app` by name → node.
 async fn pods(client: &Client, app: &str) -> BTreeMap<String, String> {
-    Api::<Pod>::namespaced(client.clone(), NS)
-        .list(&ListParams::default().labels(&format!("app.kubernetes.io/name={app}")))
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter(|p| p.metadata.deletion_timestamp.is_none())
-        .map(|p| {
-            let node = p
-                .spec
-                .as_ref()
-                .and_then(|s| s.node_name.clone())
-                .unwrap_or_default();
-            (p.name_any(), node)
-        })
-        .collect()
+    live_pods(client, NS, app).await
 }
 
 async fn replicas(client: &Client, name: &str) -> i32 {
