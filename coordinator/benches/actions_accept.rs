@@ -13,19 +13,14 @@
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use bytes::Bytes;
-use clap::Parser as _;
 use http_body_util::{BodyExt as _, Full};
-use k8s_openapi::api::core::v1::Namespace;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, ListParams, PostParams};
-use serde_json::json;
+use kube::api::{Api, ListParams};
 use telemesh_core::action::WorkloadAction;
-use telemesh_sim::{Auth, Sim, SimConfig, UserInfo};
+use telemesh_sim::{Auth, UserInfo};
 use tokio::sync::Semaphore;
-use tokio_util::sync::CancellationToken;
 
 const NS: &str = "bench";
 
@@ -36,96 +31,38 @@ fn env_usize(name: &str, default: usize) -> usize {
         .unwrap_or(default)
 }
 
-async fn start(
-    auth: bool,
-) -> (
-    Sim,
-    kube::Client,
-    telemesh_coordinator::Coordinator,
-    tempfile::TempDir,
-) {
-    let config = if auth {
-        let tokens: HashMap<String, UserInfo> = [
+#[path = "../tests/support/actions_env.rs"]
+mod actions_env;
+
+/// sim (checking tokens when `auth`) and one replica, sharing the `/rpc` tests' set-up.
+async fn start(auth: bool) -> actions_env::ActionsEnv {
+    let table = auth.then(|| Auth {
+        tokens: [
             (
                 "coordinator-token",
                 "system:serviceaccount:telemesh:coordinator",
-                "system:masters",
             ),
-            ("caller-token", "aiops", "system:masters"),
+            ("caller-token", "aiops"),
         ]
         .into_iter()
-        .map(|(t, u, g)| {
+        .map(|(t, u)| {
             (
                 t.to_owned(),
                 UserInfo {
                     username: u.into(),
                     uid: u.into(),
-                    groups: vec![g.into()],
+                    groups: vec!["system:masters".into()],
                 },
             )
         })
-        .collect();
-        SimConfig {
-            auth: Auth {
-                tokens,
-                rules: Vec::new(),
-            },
-            kubeconfig_token: Some("coordinator-token".into()),
-            ..SimConfig::default()
-        }
-    } else {
-        SimConfig::default()
-    };
-    let sim = Sim::start(config).await.unwrap();
-    let client = sim.client().await.unwrap();
-    for yaml in [
-        telemesh_core::action::crd::CRD_YAML,
-        telemesh_core::policy::crd::CRD_YAML,
-    ] {
-        let crd: CustomResourceDefinition = serde_yaml_ng::from_str(yaml).unwrap();
-        Api::<CustomResourceDefinition>::all(client.clone())
-            .create(&PostParams::default(), &crd)
-            .await
-            .unwrap();
-    }
-    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": NS}})).unwrap();
-    Api::<Namespace>::all(client.clone())
-        .create(&PostParams::default(), &ns)
-        .await
-        .unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    sim.write_kubeconfig(&dir.path().join("kubeconfig"))
-        .unwrap();
-    let args = vec![
-        "telemesh-coordinator".to_string(),
-        "--insecure-gossip".into(),
-        format!("--kubeconfig={}", dir.path().join("kubeconfig").display()),
-        "--gossip-listen=127.0.0.1:0".into(),
-        "--extender-listen=127.0.0.1:0".into(),
-        "--api-listen=127.0.0.1:0".into(),
-        "--http-listen=127.0.0.1:0".into(),
-        format!("--api-auth={}", if auth { "kubernetes" } else { "none" }),
-    ];
-    let config = telemesh_coordinator::config::Config::try_from(
-        telemesh_coordinator::config::Cli::try_parse_from(args).unwrap(),
-    )
-    .unwrap();
-    let coordinator = telemesh_coordinator::start(config, CancellationToken::new())
-        .await
-        .unwrap();
-    // The CRD is served once established.
-    let actions = Api::<WorkloadAction>::namespaced(client.clone(), NS);
-    for _ in 0..500 {
-        if actions.list(&ListParams::default()).await.is_ok() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    (sim, client, coordinator, dir)
+        .collect::<HashMap<_, _>>(),
+        rules: Vec::new(),
+    });
+    actions_env::start(table, NS).await
 }
 
 async fn round(auth: bool, actions: usize, clients: usize) {
-    let (_sim, client, coordinator, _dir) = start(auth).await;
+    let (_sim, client, coordinator, _dir) = start(auth).await.into_parts();
     let addr: SocketAddr = coordinator.api_addr;
     let http = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
         .pool_max_idle_per_host(clients)

@@ -26,6 +26,8 @@ pub const POLICY_NAMESPACE: &str = "health-metric-demo";
 pub struct ClusterParts {
     stop: CancellationToken,
     faults: tokio::sync::watch::Sender<Vec<telemesh_sim::cluster::kubelet::FaultRule>>,
+    /// The workload controllers' own stop and task, while they run.
+    controllers: Option<(CancellationToken, tokio::task::JoinHandle<()>)>,
 }
 
 impl Drop for ClusterParts {
@@ -48,11 +50,30 @@ impl ClusterParts {
             };
             tokio::spawn(kubelet.run(client.clone(), faults_rx.clone(), stop.clone()));
         }
-        tokio::spawn(telemesh_sim::cluster::controllers::run(
-            client.clone(),
-            stop.clone(),
-        ));
-        Self { stop, faults }
+        let controllers = Some(spawn_controllers(client, &stop));
+        Self {
+            stop,
+            faults,
+            controllers,
+        }
+    }
+
+    /// Stops the workload controllers and returns once they have stopped, as when
+    /// kube-controller-manager is down: from then on no controller writes, so workloads' status
+    /// stays as it is until [`ClusterParts::resume_controllers`].
+    pub async fn pause_controllers(&mut self) {
+        if let Some((stop, task)) = self.controllers.take() {
+            stop.cancel();
+            task.await.expect("the controllers' task ends cleanly");
+        }
+    }
+
+    /// Starts the workload controllers again (they re-list and reconcile everything, as a
+    /// restarted kube-controller-manager does).
+    pub async fn resume_controllers(&mut self, env: &SimEnv) {
+        if self.controllers.is_none() {
+            self.controllers = Some(spawn_controllers(env.client().await, &self.stop));
+        }
     }
 
     /// Also runs sim's scheduler stand-in, with the shipped dev configuration
@@ -89,6 +110,18 @@ impl ClusterParts {
     pub fn set_faults(&self, rules: Vec<telemesh_sim::cluster::kubelet::FaultRule>) {
         self.faults.send_replace(rules);
     }
+}
+
+fn spawn_controllers(
+    client: kube::Client,
+    parts: &CancellationToken,
+) -> (CancellationToken, tokio::task::JoinHandle<()>) {
+    let stop = parts.child_token();
+    let task = tokio::spawn(telemesh_sim::cluster::controllers::run(
+        client,
+        stop.clone(),
+    ));
+    (stop, task)
 }
 
 /// Installs the TASPolicy CRD, the namespace and deploy/examples/scheduling-policy.yaml
@@ -130,6 +163,22 @@ pub const APP_LABEL: &str = "app.kubernetes.io/name";
 /// Creates Deployment `namespace/name` with `replicas` pods of one pause container named
 /// `pause` (1m CPU, 1 MiB requested), selected by `app.kubernetes.io/name=<name>`.
 pub async fn create_deployment(client: &kube::Client, namespace: &str, name: &str, replicas: i32) {
+    create_deployment_with(client, namespace, name, replicas, serde_json::json!({})).await;
+}
+
+/// [`create_deployment`] with `extra` fields in the container (a readinessProbe, ...).
+pub async fn create_deployment_with(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+    replicas: i32,
+    extra: serde_json::Value,
+) {
+    let mut container = serde_json::json!({"name": "pause", "image": "registry.k8s.io/pause:3.10",
+        "resources": {"requests": {"cpu": "1m", "memory": "1Mi"}}});
+    for (k, v) in extra.as_object().into_iter().flatten() {
+        container[k] = v.clone();
+    }
     let d: Deployment = serde_json::from_value(serde_json::json!({
         "metadata": {"name": name, "namespace": namespace},
         "spec": {
@@ -137,8 +186,7 @@ pub async fn create_deployment(client: &kube::Client, namespace: &str, name: &st
             "selector": {"matchLabels": {APP_LABEL: name}},
             "template": {
                 "metadata": {"labels": {APP_LABEL: name}},
-                "spec": {"containers": [{"name": "pause", "image": "registry.k8s.io/pause:3.10",
-                    "resources": {"requests": {"cpu": "1m", "memory": "1Mi"}}}]}
+                "spec": {"containers": [container]}
             }
         }
     }))

@@ -1,10 +1,11 @@
-//! Workload actions end to end: WorkloadAction objects (as `POST /rpc` stores them) executed
-//! by the leader among two real telemesh-coordinator processes, against sim with its kubelets
+//! Workload actions end to end: WAM's JSON-RPC calls sent to `POST /rpc` of the replica that
+//! does not lead, executed by the leader among two real telemesh-coordinator processes, against sim with its kubelets
 //! and controllers and the real kube-scheduler calling the coordinators' extender (the shipped
 //! dev configuration), so the placement is enforced with every default filter on.
 //!
 //! - Create, Move, Delete and Swap do what they say (pods on the nodes, the exact pod gone,
-//!   replica counts), and a Move never leaves its workload below its count;
+//!   replica counts), a Move never leaves its workload below its count, and a callback tells
+//!   the caller when an action ended;
 //! - failure paths: a cordoned node (Failed with the scheduler's reason, count restored), a
 //!   new pod that never gets Ready (RolledBack), an unknown pod;
 //! - killing the leader (SIGKILL) with 200 actions queued or running: the other replica takes
@@ -19,12 +20,12 @@ use std::time::Duration;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Namespace, Node};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::Client;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
-use kube::{Client, ResourceExt as _};
 use serde_json::{Value, json};
-use telemesh_core::action::{ActionPhase, WorkloadAction, WorkloadActionSpec};
+use telemesh_core::action::{ActionPhase, WorkloadAction};
 use telemesh_sim::cluster::kubelet::{Fault, FaultRule};
-use telemesh_tests::cluster::{ClusterParts, create_deployment, live_pods};
+use telemesh_tests::cluster::{ClusterParts, create_deployment, create_deployment_with, live_pods};
 use telemesh_tests::mesh::Mesh;
 use telemesh_tests::upstream::{KUBE_SCHEDULER, KubeScheduler};
 use telemesh_tests::{SimEnv, eventually};
@@ -96,39 +97,46 @@ impl Scene {
         create_deployment(&self.client, NS, name, replicas).await;
     }
 
-    /// Stores an action as `POST /rpc` does, returns its name.
+    /// A Deployment whose container also has `extra` (a readinessProbe, ...).
+    async fn deployment_with(&self, name: &str, replicas: i32, extra: Value) {
+        create_deployment_with(&self.client, NS, name, replicas, extra).await;
+    }
+
+    /// Sends `method` with `params` to the standby replica's `POST /rpc` in WAM's dialect (the
+    /// seed's body shape): any replica accepts, the leader runs. Returns the action's name.
     async fn act(&self, method: &str, params: Value) -> String {
-        act(&self.client, method, params).await
+        act(self.mesh.coordinators[1].api, method, params).await
     }
 }
 
-async fn act(client: &Client, method: &str, params: Value) -> String {
-    let request = telemesh_core::action::ActionRequest::parse(
-        telemesh_core::action::Method::parse(method).unwrap(),
-        &params,
+async fn act(api: std::net::SocketAddr, method: &str, params: Value) -> String {
+    let body = json!({"method": format!("action.{method}"), "params": [params], "id": "1"});
+    let reply = telemesh_sim::cluster::http::request(
+        http::Method::POST,
+        &format!("http://{api}/rpc"),
+        Some(serde_json::to_vec(&body).unwrap()),
     )
+    .await
     .unwrap();
-    let action = WorkloadAction {
-        metadata: kube::api::ObjectMeta {
-            generate_name: Some("wa-".into()),
-            namespace: Some(request.namespace().to_string()),
-            ..Default::default()
-        },
-        spec: WorkloadActionSpec {
-            method: method.into(),
-            target: request.target(),
-            node: request.node().map(str::to_string),
-            params,
-            received_at: format!("{:.6}", jiff::Timestamp::now()),
-            ..Default::default()
-        },
-        status: None,
-    };
-    Api::<WorkloadAction>::namespaced(client.clone(), request.namespace())
-        .create(&PostParams::default(), &action)
-        .await
-        .unwrap()
-        .name_any()
+    let reply: Value = serde_json::from_slice(&reply).unwrap();
+    assert_eq!(reply["error"], Value::Null, "{method} refused: {reply}");
+    reply["result"]["actionId"].as_str().unwrap().to_owned()
+}
+
+/// A callback URL on loopback and the bodies POSTed to it, in arrival order.
+async fn callee() -> (String, tokio::sync::mpsc::UnboundedReceiver<Value>) {
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let app = axum::Router::new().route(
+        "/done",
+        axum::routing::post(move |body: axum::Json<Value>| async move {
+            let _ = tx.send(body.0);
+            http::StatusCode::NO_CONTENT
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (format!("http://{addr}/done"), rx)
 }
 
 /// The replica holding the executor Lease, once one does.
@@ -282,9 +290,14 @@ async fn create_move_delete_and_swap_do_what_they_say() {
         .unwrap()
         .0
         .clone();
+    let (callback, mut called) = callee().await;
     let deleted = scene
-        .act("Delete", json!({"pod": {"namespace": NS, "name": on_3}}))
+        .act(
+            "Delete",
+            json!({"pod": {"namespace": NS, "name": on_3}, "callbackURL": callback}),
+        )
         .await;
+    let id = deleted.clone();
     let deleted = ended(&client, &deleted).await;
     assert_eq!(
         deleted.phase(),
@@ -299,6 +312,30 @@ async fn create_move_delete_and_swap_do_what_they_say() {
         "exactly the named pod went: {after:?}"
     );
     assert_eq!(replicas(&client, "test-a").await, 1);
+    // The caller is told once the action ended, with what action.Get returns; the delivery is
+    // recorded.
+    let told = tokio::time::timeout(WAIT, called.recv())
+        .await
+        .expect("the callback within the wait")
+        .unwrap();
+    assert_eq!(
+        (&told["actionId"], &told["phase"], &told["method"]),
+        (&json!(id), &json!("Succeeded"), &json!("Delete")),
+        "{told}"
+    );
+    eventually("the callback recorded as delivered", WAIT, || {
+        let (client, id) = (client.clone(), id.clone());
+        async move {
+            let a = Api::<WorkloadAction>::namespaced(client, NS)
+                .get(&id)
+                .await
+                .ok()?;
+            a.status?
+                .callback
+                .filter(|c| c.delivered && c.attempts == 1)
+        }
+    })
+    .await;
 
     // Swap A (node 2) with B (node 0).
     let b = create(&scene, "test-b", "sim-node-0").await;
@@ -345,7 +382,15 @@ async fn failures_end_failed_or_rolled_back_with_the_workload_restored() {
         return;
     };
     let client = scene.client.clone();
-    scene.deployment("test-a", 0).await;
+    // Ready only after its first probe, a second after it starts: a container that crashes
+    // sooner is never Ready.
+    scene
+        .deployment_with(
+            "test-a",
+            0,
+            json!({"readinessProbe": {"exec": {"command": ["true"]}, "initialDelaySeconds": 1}}),
+        )
+        .await;
 
     // A cordoned node: the default filters refuse it, so the Create fails with the
     // scheduler's reason and the count is restored.
@@ -429,7 +474,9 @@ async fn failures_end_failed_or_rolled_back_with_the_workload_restored() {
 
 /// Kills the leader while 200 Creates over 20 Deployments are queued or running; the standby
 /// takes over and every action ends exactly once: every Deployment has exactly as many replicas
-/// and live pods as Creates that succeeded on it.
+/// and live pods as Creates that succeeded on it, and no pod is claimed by two actions.
+/// `TELEMESH_LEADER_KILL_ACTIONS` changes the count (scripts/actions-leader-kill.sh runs 1,000);
+/// the counts are printed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killing_the_leader_loses_no_action_and_applies_no_step_twice() {
     let Some(mut scene) =
@@ -439,14 +486,38 @@ async fn killing_the_leader_loses_no_action_and_applies_no_step_twice() {
     };
     let client = scene.client.clone();
     const WORKLOADS: usize = 20;
-    const ACTIONS: usize = 200;
+    let actions: usize = std::env::var("TELEMESH_LEADER_KILL_ACTIONS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(200);
+    assert!(
+        actions.is_multiple_of(WORKLOADS),
+        "a multiple of {WORKLOADS} actions"
+    );
+    // Room for every pod (sim's nodes take 110 pods, as a kubelet's default).
+    let per_node = actions.div_ceil(NODES.len()) + 10;
+    if per_node > 110 {
+        for node in NODES {
+            Api::<Node>::all(client.clone())
+                .patch_status(
+                    node,
+                    &PatchParams::default(),
+                    &Patch::Merge(
+                        json!({"status": {"allocatable": {"pods": per_node.to_string()},
+                                                   "capacity": {"pods": per_node.to_string()}}}),
+                    ),
+                )
+                .await
+                .unwrap();
+        }
+    }
     for w in 0..WORKLOADS {
         scene.deployment(&format!("w{w}"), 0).await;
     }
-    let mut names = Vec::with_capacity(ACTIONS);
-    for i in 0..ACTIONS {
+    let mut names = Vec::with_capacity(actions);
+    for i in 0..actions {
         let name = act(
-            &client,
+            scene.mesh.coordinators[1].api,
             "Create",
             json!({"workload": {"namespace": NS, "kind": "Deployment", "name": format!("w{}", i % WORKLOADS)},
                    "node": {"name": NODES[i % NODES.len()]}}),
@@ -456,43 +527,60 @@ async fn killing_the_leader_loses_no_action_and_applies_no_step_twice() {
     }
     // Let the leader get going, then kill it mid-flight.
     let api = Api::<WorkloadAction>::namespaced(client.clone(), NS);
-    eventually("some actions to end", WAIT, || {
+    let ended_before_kill = eventually("some actions to end", WAIT, || {
         let api = api.clone();
         async move {
             let list = api.list(&ListParams::default()).await.ok()?;
-            (list
+            let n = list
                 .items
                 .iter()
                 .filter(|a| a.phase().is_terminal())
-                .count()
-                >= 10)
-                .then_some(())
+                .count();
+            (n >= 10).then_some(n)
         }
     })
     .await;
     scene.mesh.coordinators[0].process.kill().await;
+    let killed_at = tokio::time::Instant::now();
     wait_leader(&client, &scene.standby).await;
+    let took_over = killed_at.elapsed();
     let mut succeeded: BTreeMap<String, usize> = BTreeMap::new();
+    let mut claimed: BTreeMap<String, String> = BTreeMap::new();
     for name in &names {
         let a = ended(&client, name).await;
         assert_eq!(a.phase(), ActionPhase::Succeeded, "{name}: {}", message(&a));
         let status = a.status.unwrap();
         assert_eq!(status.pods_created.len(), 1, "{name} created one pod");
+        let pod = &status.pods_created[0];
+        if let Some(other) = claimed.insert(pod.uid.clone(), name.clone()) {
+            panic!("pod {} claimed by both {other} and {name}", pod.name);
+        }
         *succeeded.entry(a.spec.target).or_default() += 1;
     }
+    let mut replicas_total = 0;
+    let mut pods_total = 0;
     for w in 0..WORKLOADS {
         let name = format!("w{w}");
         let expected = succeeded
             .get(&format!("Deployment/{name}"))
             .copied()
             .unwrap_or(0);
-        assert_eq!(expected, ACTIONS / WORKLOADS);
-        assert_eq!(
-            replicas(&client, &name).await,
-            i32::try_from(expected).unwrap(),
-            "{name}"
-        );
+        assert_eq!(expected, actions / WORKLOADS);
+        let replicas = replicas(&client, &name).await;
+        assert_eq!(replicas, i32::try_from(expected).unwrap(), "{name}");
         let live = pods(&client, &name).await;
         assert_eq!(live.len(), expected, "{name}: {live:?}");
+        replicas_total += usize::try_from(replicas).unwrap();
+        pods_total += live.len();
     }
+    eprintln!(
+        "leader killed (SIGKILL) with {ended_before_kill} of {actions} actions ended; {} took over \
+         {:.1} s later; {} of {actions} Succeeded, each exactly once ({} distinct pods created); \
+         {WORKLOADS} Deployments: {replicas_total} replicas, {pods_total} live pods, {} expected",
+        scene.standby,
+        took_over.as_secs_f64(),
+        succeeded.values().sum::<usize>(),
+        claimed.len(),
+        actions
+    );
 }

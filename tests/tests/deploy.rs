@@ -852,16 +852,20 @@ async fn rpc(api: SocketAddr, method: &str, params: Json) -> Json {
     serde_json::from_slice(&reply).unwrap()
 }
 
-/// Sends `action.<method>` and long-polls `action.Wait` until the action ends; returns its
-/// status, asserting it Succeeded. A timeout names the calls RBAC denied meanwhile.
-async fn act(env: &SimEnv, api: SocketAddr, method: &str, params: Json) -> WorkloadActionStatus {
+/// Sends `action.<method>`; returns the accepted action's id.
+async fn submit(env: &SimEnv, api: SocketAddr, method: &str, params: &Json) -> String {
     let reply = rpc(api, &format!("action.{method}"), params.clone()).await;
     assert!(
         reply["error"].is_null(),
         "{method} {params} was refused: {reply}; calls denied meanwhile:\n  {}",
         denied(env)
     );
-    let id = reply["result"]["actionId"].as_str().unwrap().to_owned();
+    reply["result"]["actionId"].as_str().unwrap().to_owned()
+}
+
+/// Long-polls `action.Wait` until action `id` (`what`) ends; asserts it Succeeded and returns
+/// its status. A timeout names the calls RBAC denied meanwhile.
+async fn succeeded(env: &SimEnv, api: SocketAddr, id: &str, what: &str) -> WorkloadActionStatus {
     let deadline = tokio::time::Instant::now() + WAIT;
     loop {
         let left = deadline.saturating_duration_since(tokio::time::Instant::now());
@@ -878,7 +882,7 @@ async fn act(env: &SimEnv, api: SocketAddr, method: &str, params: Json) -> Workl
             assert_eq!(
                 status.phase,
                 ActionPhase::Succeeded,
-                "{method} {params} ({id}): {}; calls denied meanwhile:\n  {}",
+                "{what} ({id}): {}; calls denied meanwhile:\n  {}",
                 status.message,
                 denied(env)
             );
@@ -886,11 +890,33 @@ async fn act(env: &SimEnv, api: SocketAddr, method: &str, params: Json) -> Workl
         }
         assert!(
             tokio::time::Instant::now() < deadline,
-            "{method} {params} ({id}) did not end within {WAIT:?}: {reply}; calls denied \
-             meanwhile (add them to the chart's RBAC):\n  {}",
+            "{what} ({id}) did not end within {WAIT:?}: {reply}; calls denied meanwhile (add \
+             them to the chart's RBAC):\n  {}",
             denied(env)
         );
     }
+}
+
+/// [`submit`], then [`succeeded`].
+async fn act(env: &SimEnv, api: SocketAddr, method: &str, params: Json) -> WorkloadActionStatus {
+    let id = submit(env, api, method, &params).await;
+    succeeded(env, api, &id, &format!("{method} {params}")).await
+}
+
+/// How many `verb`s of `resource` the sim authorized for `user` so far.
+fn calls(env: &SimEnv, user: &str, verb: &str, resource: &str) -> usize {
+    env.sim
+        .server
+        .audit
+        .decisions()
+        .iter()
+        .filter(|d| {
+            d.allowed
+                && d.user == user
+                && d.attributes.verb == verb
+                && d.attributes.resource == resource
+        })
+        .count()
 }
 
 /// The one pod of `pods` (name → node) on `node`.
@@ -1179,7 +1205,7 @@ async fn rbac_grants_exactly_what_the_binaries_call() {
         .delete("telemesh-coordinator", &DeleteParams::default())
         .await
         .unwrap();
-    let parts = ClusterParts::start(&env, RBAC_NODES).await;
+    let mut parts = ClusterParts::start(&env, RBAC_NODES).await;
     let addr = |key: &'static str| {
         move |l: &str| log_field(l, "coordinator listening", key).and_then(|a| a.parse().ok())
     };
@@ -1252,6 +1278,53 @@ async fn rbac_grants_exactly_what_the_binaries_call() {
         json!({"pod": pod(&pod_on(&one, "sim-node-0"))}),
     )
     .await;
+    // A removal first waits, through a watch, for the Deployment's controller to catch up
+    // (its status lags the pods it counts): with the controllers down and web's status a
+    // generation behind, Delete watches web until the controllers, back, catch up.
+    let last = until(&env, "web's pod recreated", || async {
+        let now = live_pods(&admin, ACTIONS_NS, "web").await;
+        (now.len() == 1 && now.values().all(|node| !node.is_empty()))
+            .then(|| now.into_keys().next().unwrap())
+    })
+    .await;
+    parts.pause_controllers().await;
+    let deployments = Api::<Deployment>::namespaced(admin.clone(), ACTIONS_NS);
+    let generation = deployments
+        .get("web")
+        .await
+        .unwrap()
+        .metadata
+        .generation
+        .unwrap();
+    deployments
+        .patch_status(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"observedGeneration": generation - 1}})),
+        )
+        .await
+        .unwrap();
+    let watches = calls(&env, &coordinator.username, "watch", "deployments");
+    let params = json!({"pod": pod(&last)});
+    let id = submit(&env, api, "Delete", &params).await;
+    until(
+        &env,
+        "the executor to watch web for its controller",
+        || async {
+            (calls(&env, &coordinator.username, "watch", "deployments") > watches).then_some(())
+        },
+    )
+    .await;
+    parts.resume_controllers(&env).await;
+    succeeded(
+        &env,
+        api,
+        &id,
+        &format!("Delete {params} (controller behind)"),
+    )
+    .await;
+    assert_eq!(live_pods(&admin, ACTIONS_NS, "web").await.len(), 0);
+
     // Bind db-0, Pending with no scheduler, to node 1; then Scale db to 2.
     until(&env, "db-0 Pending", || async {
         live_pods(&admin, ACTIONS_NS, "db")

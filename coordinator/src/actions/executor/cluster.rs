@@ -11,6 +11,7 @@ use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::api::{ListParams, Patch, PatchParams};
+use kube::runtime::wait::await_condition;
 use kube::runtime::watcher::{self, Event};
 use kube::{Api, Client, ResourceExt as _};
 use serde_json::json;
@@ -43,8 +44,6 @@ pub struct WorkloadState {
     pub replicas: i32,
     /// `spec.selector.matchLabels` as a label selector.
     pub selector: String,
-    /// Whether the controller has seen the latest spec and finished rolling it out.
-    pub settled: bool,
 }
 
 /// Reads a Deployment or StatefulSet.
@@ -58,15 +57,10 @@ pub async fn workload(client: &Client, w: &ObjectRef) -> Result<WorkloadState, F
                 .map_err(api_error(what()))?
                 .ok_or_else(|| Failure::NotFound(format!("{w} does not exist")))?;
             let spec = d.spec.unwrap_or_default();
-            let status = d.status.unwrap_or_default();
             let replicas = spec.replicas.unwrap_or(1);
-            let settled = status.observed_generation >= d.metadata.generation
-                && status.updated_replicas.unwrap_or(0) == replicas
-                && status.replicas.unwrap_or(0) == replicas;
             Ok(WorkloadState {
                 replicas,
                 selector: selector_string(&spec.selector),
-                settled,
             })
         }
         "StatefulSet" => {
@@ -76,20 +70,71 @@ pub async fn workload(client: &Client, w: &ObjectRef) -> Result<WorkloadState, F
                 .map_err(api_error(what()))?
                 .ok_or_else(|| Failure::NotFound(format!("{w} does not exist")))?;
             let spec = s.spec.unwrap_or_default();
-            let status = s.status.unwrap_or_default();
             let replicas = spec.replicas.unwrap_or(1);
-            let settled =
-                status.observed_generation >= s.metadata.generation && status.replicas == replicas;
             Ok(WorkloadState {
                 replicas,
                 selector: selector_string(&spec.selector),
-                settled,
             })
         }
         other => Err(Failure::Unsupported(format!(
             "{other} {}/{} is not a workload actions can scale; only Deployments and StatefulSets",
             w.namespace, w.name
         ))),
+    }
+}
+
+/// Whether a Deployment's controller has seen its latest spec and every pod runs it: only then
+/// does its ReplicaSet choose which pod to remove by deletion cost alone.
+fn deployment_settled(d: &Deployment) -> bool {
+    let replicas = d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+    d.status.as_ref().is_some_and(|status| {
+        status.observed_generation >= d.metadata.generation
+            && status.updated_replicas.unwrap_or(0) == replicas
+            && status.replicas.unwrap_or(0) == replicas
+    })
+}
+
+/// Whether a StatefulSet's controller has seen its latest spec and runs as many pods.
+fn statefulset_settled(s: &StatefulSet) -> bool {
+    let replicas = s.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+    s.status.as_ref().is_some_and(|status| {
+        status.observed_generation >= s.metadata.generation && status.replicas == replicas
+    })
+}
+
+/// Waits, through a watch, until the workload's controller has caught up with it (its status
+/// lags the pods it counts), or `timeout` passes (`Ok(false)`).
+pub async fn wait_settled(
+    client: &Client,
+    w: &ObjectRef,
+    timeout: Duration,
+) -> Result<bool, Failure> {
+    let watch_error = |e: kube::runtime::wait::Error| Failure::Api(format!("watching {w}: {e}"));
+    let settled = match w.kind.as_str() {
+        "Deployment" => {
+            let api = Api::<Deployment>::namespaced(client.clone(), &w.namespace);
+            let wait = await_condition(api, &w.name, |d: Option<&Deployment>| {
+                d.is_some_and(deployment_settled)
+            });
+            tokio::time::timeout(timeout, wait)
+                .await
+                .map(|r| r.map(|_| ()))
+        }
+        "StatefulSet" => {
+            let api = Api::<StatefulSet>::namespaced(client.clone(), &w.namespace);
+            let wait = await_condition(api, &w.name, |s: Option<&StatefulSet>| {
+                s.is_some_and(statefulset_settled)
+            });
+            tokio::time::timeout(timeout, wait)
+                .await
+                .map(|r| r.map(|_| ()))
+        }
+        _ => return Ok(true),
+    };
+    match settled {
+        Ok(Ok(())) => Ok(true),
+        Ok(Err(e)) => Err(watch_error(e)),
+        Err(_elapsed) => Ok(false),
     }
 }
 

@@ -505,6 +505,7 @@ async fn siblings_ready(
     selector: &str,
 ) -> Result<(), Failure> {
     let name = pod.name.clone();
+    let deadline = tokio::time::Instant::now() + ctx.settings.ready_timeout;
     let ready = cluster::wait_pods(
         &ctx.client,
         &w.namespace,
@@ -518,8 +519,16 @@ async fn siblings_ready(
         },
     )
     .await?;
-    let settled = cluster::workload(&ctx.client, w).await?.settled;
-    if ready.is_none() || !settled {
+    // The controller's status lags the pods it counts (a Move's new pod is Ready before the
+    // Deployment says so): wait for it within the same deadline.
+    let settled = ready.is_some()
+        && cluster::wait_settled(
+            &ctx.client,
+            w,
+            deadline.saturating_duration_since(tokio::time::Instant::now()),
+        )
+        .await?;
+    if !settled {
         return Err(Failure::Refused(format!(
             "{w} has pods that are not Ready or is rolling out, so its ReplicaSet could remove one of \
              them instead of {}; try again when it has settled",
