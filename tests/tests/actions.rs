@@ -6,8 +6,9 @@
 //! - Create, Move, Delete and Swap do what they say (pods on the nodes, the exact pod gone,
 //!   replica counts), a Move never leaves its workload below its count, and a callback tells
 //!   the caller when an action ended;
-//! - failure paths: a cordoned node (Failed with the scheduler's reason, count restored), a
-//!   new pod that never gets Ready (RolledBack), an unknown pod;
+//! - failure paths: a cordoned node (Failed with the scheduler's reason, count restored), a pod
+//!   no scheduler serves (Failed, count restored), a new pod that never gets Ready
+//!   (RolledBack), an unknown pod;
 //! - killing the leader (SIGKILL) with 200 actions queued or running: the other replica takes
 //!   over and every action ends exactly once, no replica added twice.
 //!
@@ -16,6 +17,8 @@
 
 use std::collections::BTreeMap;
 use std::time::Duration;
+
+use futures::StreamExt as _;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Namespace, Node};
@@ -421,6 +424,30 @@ async fn failures_end_failed_or_rolled_back_with_the_workload_restored() {
     })
     .await;
 
+    // A pod no scheduler serves never reaches the extender: the Create fails once the Ready
+    // wait runs out, and the count is restored.
+    scene.deployment("test-x", 0).await;
+    Api::<Deployment>::namespaced(client.clone(), NS)
+        .patch(
+            "test-x",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"spec": {"template": {"spec": {"schedulerName": "no-such-scheduler"}}}}),
+            ),
+        )
+        .await
+        .unwrap();
+    let x = create(&scene, "test-x", "sim-node-0").await;
+    assert_eq!(x.phase(), ActionPhase::Failed, "{}", message(&x));
+    assert!(
+        message(&x).contains(
+            "no new pod of Deployment ul/test-x was Running and Ready on node sim-node-0"
+        ),
+        "{}",
+        message(&x)
+    );
+    assert_eq!(replicas(&client, "test-x").await, 0);
+
     // A new pod that never gets Ready (it crashes on node 2): the Move rolls back.
     let a = create(&scene, "test-a", "sim-node-0").await;
     assert_eq!(a.phase(), ActionPhase::Succeeded, "{}", message(&a));
@@ -514,17 +541,20 @@ async fn killing_the_leader_loses_no_action_and_applies_no_step_twice() {
     for w in 0..WORKLOADS {
         scene.deployment(&format!("w{w}"), 0).await;
     }
-    let mut names = Vec::with_capacity(actions);
-    for i in 0..actions {
-        let name = act(
-            scene.mesh.coordinators[1].api,
-            "Create",
-            json!({"workload": {"namespace": NS, "kind": "Deployment", "name": format!("w{}", i % WORKLOADS)},
-                   "node": {"name": NODES[i % NODES.len()]}}),
-        )
+    // Sent 16 at a time, so most are still queued when the leader dies.
+    let api_addr = scene.mesh.coordinators[1].api;
+    let names: Vec<String> = futures::stream::iter(0..actions)
+        .map(|i| {
+            act(
+                api_addr,
+                "Create",
+                json!({"workload": {"namespace": NS, "kind": "Deployment", "name": format!("w{}", i % WORKLOADS)},
+                       "node": {"name": NODES[i % NODES.len()]}}),
+            )
+        })
+        .buffered(16)
+        .collect()
         .await;
-        names.push(name);
-    }
     // Let the leader get going, then kill it mid-flight.
     let api = Api::<WorkloadAction>::namespaced(client.clone(), NS);
     let ended_before_kill = eventually("some actions to end", WAIT, || {
