@@ -30,6 +30,7 @@ use telemesh_core::action::{ActionPhase, WorkloadAction};
 use telemesh_sim::cluster::kubelet::{Fault, FaultRule};
 use telemesh_tests::cluster::{ClusterParts, create_deployment, create_deployment_with, live_pods};
 use telemesh_tests::mesh::Mesh;
+use telemesh_tests::rpc;
 use telemesh_tests::upstream::{KUBE_SCHEDULER, KubeScheduler};
 use telemesh_tests::{SimEnv, eventually};
 
@@ -113,33 +114,9 @@ impl Scene {
 }
 
 async fn act(api: std::net::SocketAddr, method: &str, params: Value) -> String {
-    let body = json!({"method": format!("action.{method}"), "params": [params], "id": "1"});
-    let reply = telemesh_sim::cluster::http::request(
-        http::Method::POST,
-        &format!("http://{api}/rpc"),
-        Some(serde_json::to_vec(&body).unwrap()),
-    )
-    .await
-    .unwrap();
-    let reply: Value = serde_json::from_slice(&reply).unwrap();
+    let reply = rpc::call(api, None, &format!("action.{method}"), params).await;
     assert_eq!(reply["error"], Value::Null, "{method} refused: {reply}");
     reply["result"]["actionId"].as_str().unwrap().to_owned()
-}
-
-/// A callback URL on loopback and the bodies POSTed to it, in arrival order.
-async fn callee() -> (String, tokio::sync::mpsc::UnboundedReceiver<Value>) {
-    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-    let app = axum::Router::new().route(
-        "/done",
-        axum::routing::post(move |body: axum::Json<Value>| async move {
-            let _ = tx.send(body.0);
-            http::StatusCode::NO_CONTENT
-        }),
-    );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    (format!("http://{addr}/done"), rx)
 }
 
 /// The replica holding the executor Lease, once one does.
@@ -293,7 +270,7 @@ async fn create_move_delete_and_swap_do_what_they_say() {
         .unwrap()
         .0
         .clone();
-    let (callback, mut called) = callee().await;
+    let (callback, mut called) = rpc::callee().await;
     let deleted = scene
         .act(
             "Delete",

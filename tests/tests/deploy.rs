@@ -836,20 +836,9 @@ const CALLER_TOKEN: &str = "aiops-token";
 /// Nodes of the RBAC test: the agent runs on the first, actions move pods among all three.
 const RBAC_NODES: usize = 3;
 
-/// One call to the coordinator's `POST /rpc` as WAM's users send it (gorilla JSON-RPC 1.0:
-/// params a one-element array, no `"jsonrpc"`), with the caller's bearer token.
+/// One call to the coordinator's `POST /rpc` with the caller's bearer token.
 async fn rpc(api: SocketAddr, method: &str, params: Json) -> Json {
-    let body = json!({"method": method, "params": [params], "id": "1"});
-    let authorization = format!("Bearer {CALLER_TOKEN}");
-    let reply = telemesh_sim::cluster::http::request_with(
-        http::Method::POST,
-        &format!("http://{api}/rpc"),
-        &[("authorization", &authorization)],
-        Some(serde_json::to_vec(&body).unwrap()),
-    )
-    .await
-    .unwrap_or_else(|e| panic!("{method}: {e:#}"));
-    serde_json::from_slice(&reply).unwrap()
+    telemesh_tests::rpc::call(api, Some(CALLER_TOKEN), method, params).await
 }
 
 /// Sends `action.<method>`; returns the accepted action's id.
@@ -1341,12 +1330,31 @@ async fn rbac_grants_exactly_what_the_binaries_call() {
         json!({"pod": pod("db-0"), "node": {"name": "sim-node-1"}}),
     )
     .await;
-    act(
-        &env,
-        api,
-        "Scale",
-        json!({"workload": {"namespace": ACTIONS_NS, "kind": "StatefulSet", "name": "db"}, "replicas": 2}),
-    )
+    // The Scale tells a loopback callee when it ends: a plain HTTP POST, no API call, and its
+    // delivery is recorded in the action's status.
+    let (callback, mut called) = telemesh_tests::rpc::callee().await;
+    let params = json!({"workload": {"namespace": ACTIONS_NS, "kind": "StatefulSet", "name": "db"},
+        "replicas": 2, "callbackURL": callback});
+    let scaled = submit(&env, api, "Scale", &params).await;
+    succeeded(&env, api, &scaled, &format!("Scale {params}")).await;
+    let told = tokio::time::timeout(WAIT, called.recv())
+        .await
+        .expect("the callback within the wait")
+        .unwrap();
+    assert_eq!(
+        (&told["actionId"], &told["phase"]),
+        (&json!(scaled), &json!("Succeeded")),
+        "{told}"
+    );
+    until(&env, "the callback recorded as delivered", || async {
+        let reply = rpc(
+            api,
+            "action.Get",
+            json!({"actionId": scaled, "namespace": ACTIONS_NS}),
+        )
+        .await;
+        (reply["result"]["status"]["callback"]["delivered"] == json!(true)).then_some(())
+    })
     .await;
     act(
         &env,
