@@ -21,15 +21,16 @@ use std::time::Duration;
 use futures::StreamExt as _;
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Node};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::Client;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
-use kube::{Client, ResourceExt as _};
 use serde_json::{Value, json};
 use telemesh_core::action::{ActionPhase, WorkloadAction};
 use telemesh_sim::cluster::kubelet::{Fault, FaultRule};
-use telemesh_tests::cluster::ClusterParts;
+use telemesh_tests::cluster::{ClusterParts, create_deployment, create_deployment_with, live_pods};
 use telemesh_tests::mesh::Mesh;
+use telemesh_tests::rpc;
 use telemesh_tests::upstream::{KUBE_SCHEDULER, KubeScheduler};
 use telemesh_tests::{SimEnv, eventually};
 
@@ -97,32 +98,12 @@ impl Scene {
     }
 
     async fn deployment(&self, name: &str, replicas: i32) {
-        self.deployment_with(name, replicas, json!({})).await;
+        create_deployment(&self.client, NS, name, replicas).await;
     }
 
     /// A Deployment whose container also has `extra` (a readinessProbe, ...).
     async fn deployment_with(&self, name: &str, replicas: i32, extra: Value) {
-        let mut container = json!({"name": "pause", "image": "registry.k8s.io/pause:3.10",
-            "resources": {"requests": {"cpu": "1m", "memory": "1Mi"}}});
-        for (k, v) in extra.as_object().into_iter().flatten() {
-            container[k] = v.clone();
-        }
-        let d: Deployment = serde_json::from_value(json!({
-            "metadata": {"name": name, "namespace": NS},
-            "spec": {
-                "replicas": replicas,
-                "selector": {"matchLabels": {"app.kubernetes.io/name": name}},
-                "template": {
-                    "metadata": {"labels": {"app.kubernetes.io/name": name}},
-                    "spec": {"containers": [container]}
-                }
-            }
-        }))
-        .unwrap();
-        Api::<Deployment>::namespaced(self.client.clone(), NS)
-            .create(&PostParams::default(), &d)
-            .await
-            .unwrap();
+        create_deployment_with(&self.client, NS, name, replicas, extra).await;
     }
 
     /// Sends `method` with `params` to the standby replica's `POST /rpc` in WAM's dialect (the
@@ -133,33 +114,9 @@ impl Scene {
 }
 
 async fn act(api: std::net::SocketAddr, method: &str, params: Value) -> String {
-    let body = json!({"method": format!("action.{method}"), "params": [params], "id": "1"});
-    let reply = telemesh_sim::cluster::http::request(
-        http::Method::POST,
-        &format!("http://{api}/rpc"),
-        Some(serde_json::to_vec(&body).unwrap()),
-    )
-    .await
-    .unwrap();
-    let reply: Value = serde_json::from_slice(&reply).unwrap();
+    let reply = rpc::call(api, None, &format!("action.{method}"), params).await;
     assert_eq!(reply["error"], Value::Null, "{method} refused: {reply}");
     reply["result"]["actionId"].as_str().unwrap().to_owned()
-}
-
-/// A callback URL on loopback and the bodies POSTed to it, in arrival order.
-async fn callee() -> (String, tokio::sync::mpsc::UnboundedReceiver<Value>) {
-    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-    let app = axum::Router::new().route(
-        "/done",
-        axum::routing::post(move |body: axum::Json<Value>| async move {
-            let _ = tx.send(body.0);
-            http::StatusCode::NO_CONTENT
-        }),
-    );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    (format!("http://{addr}/done"), rx)
 }
 
 /// The replica holding the executor Lease, once one does.
@@ -212,22 +169,7 @@ fn message(a: &WorkloadAction) -> String {
 
 /// Live (not terminating) pods of `app` by name → node.
 async fn pods(client: &Client, app: &str) -> BTreeMap<String, String> {
-    Api::<Pod>::namespaced(client.clone(), NS)
-        .list(&ListParams::default().labels(&format!("app.kubernetes.io/name={app}")))
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter(|p| p.metadata.deletion_timestamp.is_none())
-        .map(|p| {
-            let node = p
-                .spec
-                .as_ref()
-                .and_then(|s| s.node_name.clone())
-                .unwrap_or_default();
-            (p.name_any(), node)
-        })
-        .collect()
+    live_pods(client, NS, app).await
 }
 
 async fn replicas(client: &Client, name: &str) -> i32 {
@@ -328,7 +270,7 @@ async fn create_move_delete_and_swap_do_what_they_say() {
         .unwrap()
         .0
         .clone();
-    let (callback, mut called) = callee().await;
+    let (callback, mut called) = rpc::callee().await;
     let deleted = scene
         .act(
             "Delete",
