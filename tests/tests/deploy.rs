@@ -5,8 +5,8 @@
 //! - The chart ships deploy/crds/ byte for byte, and deploy/scheduler/ and deploy/descheduler/
 //!   unchanged in its ConfigMaps; its options render what they promise (flags every binary
 //!   knows, mounts behind every file flag, ServiceMonitors that select the right Services).
-//! - Every rendered object sim serves is accepted by `kubectl apply --validate=strict`; the RBAC
-//!   kinds sim does not serve round-trip through their k8s-openapi types.
+//! - Every rendered object is accepted by `kubectl apply --validate=strict`, the RBAC
+//!   kinds included.
 //! - RBAC: the real agent and coordinator, each with its own token, do their normal work
 //!   against a sim that authorizes with the rendered roles (the coordinator's includes running
 //!   workload actions that a caller with its own token sends to `POST /rpc`): no call is
