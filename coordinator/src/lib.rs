@@ -2,7 +2,10 @@
 //! gossip as an observer and keeps the whole cluster's node state in memory ([`view`]), watches
 //! TASPolicies ([`policies`]), and answers kube-scheduler extender calls from those two alone
 //! ([`extender`]), so any number of replicas behind one Service give the same answers. It also
-//! serves a JSON API ([`api`]) and `/metrics`, `/healthz`, `/readyz` ([`health`]).
+//! serves a JSON API ([`api`]) and `/metrics`, `/healthz`, `/readyz` ([`health`]), and workload
+//! actions ([`actions`]): every replica accepts WAM's JSON-RPC calls on `POST /rpc` and stores
+//! them as WorkloadActions, the replica holding the executor Lease runs them, and every
+//! replica's extender enforces the placements they ask for.
 //!
 //! The binary is a thin `main`; everything runs from [`run`] so tests and the dev cluster can
 //! start replicas in-process.

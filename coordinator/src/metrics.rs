@@ -312,31 +312,33 @@ impl PolicyMetrics {
     }
 }
 
-/// What a JSON-RPC call asked for (`action.<Name>`; `Unknown` for a method that does not exist).
-#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, EncodeLabelValue)]
+/// What a JSON-RPC call asked for: an action method (`Create`, ...), `Get`, `Wait`, or `Unknown`
+/// for a method that does not exist.
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
 pub enum RpcMethod {
-    /// action.Create
-    Create,
-    /// action.Delete
-    Delete,
-    /// action.Move
-    Move,
-    /// action.Swap
-    Swap,
-    /// action.Bind
-    Bind,
-    /// action.Redeploy
-    Redeploy,
-    /// action.UpdateResources
-    UpdateResources,
-    /// action.Scale
-    Scale,
+    /// `action.<Method>`: stores an action.
+    Action(telemesh_core::action::Method),
     /// action.Get
     Get,
     /// action.Wait
     Wait,
     /// No such method, or a call that could not be read.
     Unknown,
+}
+
+impl prometheus_client::encoding::EncodeLabelValue for RpcMethod {
+    fn encode(
+        &self,
+        encoder: &mut prometheus_client::encoding::LabelValueEncoder<'_>,
+    ) -> Result<(), std::fmt::Error> {
+        use std::fmt::Write as _;
+        encoder.write_str(match self {
+            Self::Action(method) => method.as_str(),
+            Self::Get => "Get",
+            Self::Wait => "Wait",
+            Self::Unknown => "Unknown",
+        })
+    }
 }
 
 /// How a JSON-RPC call ended.

@@ -1,6 +1,7 @@
 //! The scheduler configurations in deploy/scheduler/ register this extender as it serves: the
 //! URL plus each verb is one of the coordinator's default paths, the weight is positive (the
-//! scheduler refuses 0 with a prioritizeVerb), and the extender is ignorable.
+//! scheduler refuses 0 with a prioritizeVerb), the extender is ignorable and sees every pod, and
+//! TAS's dummy resource is ignored by each profile's fit check.
 #![allow(clippy::unwrap_used)]
 
 use telemesh_coordinator::extender::http::Paths;
@@ -29,8 +30,27 @@ fn scheduler_configurations_match_the_served_paths() {
         assert_eq!(path_of("preemptVerb"), paths.preempt, "{file}");
         assert!(ext["weight"].as_i64().unwrap() > 0, "{file}");
         assert_eq!(ext["ignorable"], true, "{file}");
-        assert_eq!(ext["managedResources"][0]["name"], "telemetry/scheduling");
-        assert_eq!(ext["managedResources"][0]["ignoredByScheduler"], true);
+        // Every pod reaches the extender (workload actions place pods of any workload), and
+        // TAS's dummy resource stays out of every profile's fit check.
+        assert!(
+            ext.get("managedResources").is_none(),
+            "{file}: a managedResources list would hide pods from the extender"
+        );
+        for profile in v["profiles"].as_array().unwrap() {
+            let fit = profile["pluginConfig"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|c| c["name"] == "NodeResourcesFit")
+                .unwrap_or_else(|| panic!("{file}: no NodeResourcesFit args in {profile}"));
+            assert!(
+                fit["args"]["ignoredResources"]
+                    .as_array()
+                    .unwrap()
+                    .contains(&serde_json::json!("telemetry/scheduling")),
+                "{file}: {fit}"
+            );
+        }
         assert!(
             ext.get("bindVerb").is_none(),
             "{file}: the coordinator does not bind"

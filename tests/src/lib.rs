@@ -4,6 +4,7 @@
 
 pub mod cluster;
 pub mod mesh;
+pub mod rpc;
 pub mod upstream;
 
 use std::path::{Path, PathBuf};

@@ -6,8 +6,9 @@
 //! - Create, Move, Delete and Swap do what they say (pods on the nodes, the exact pod gone,
 //!   replica counts), a Move never leaves its workload below its count, and a callback tells
 //!   the caller when an action ended;
-//! - failure paths: a cordoned node (Failed with the scheduler's reason, count restored), a
-//!   new pod that never gets Ready (RolledBack), an unknown pod;
+//! - failure paths: a cordoned node (Failed with the scheduler's reason, count restored), a pod
+//!   no scheduler serves (Failed, count restored), a new pod that never gets Ready
+//!   (RolledBack), an unknown pod;
 //! - killing the leader (SIGKILL) with 200 actions queued or running: the other replica takes
 //!   over and every action ends exactly once, no replica added twice.
 //!
@@ -17,16 +18,19 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use futures::StreamExt as _;
+
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Node};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::Client;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
-use kube::{Client, ResourceExt as _};
 use serde_json::{Value, json};
 use telemesh_core::action::{ActionPhase, WorkloadAction};
 use telemesh_sim::cluster::kubelet::{Fault, FaultRule};
-use telemesh_tests::cluster::ClusterParts;
+use telemesh_tests::cluster::{ClusterParts, create_deployment, create_deployment_with, live_pods};
 use telemesh_tests::mesh::Mesh;
+use telemesh_tests::rpc;
 use telemesh_tests::upstream::{KUBE_SCHEDULER, KubeScheduler};
 use telemesh_tests::{SimEnv, eventually};
 
@@ -94,32 +98,12 @@ impl Scene {
     }
 
     async fn deployment(&self, name: &str, replicas: i32) {
-        self.deployment_with(name, replicas, json!({})).await;
+        create_deployment(&self.client, NS, name, replicas).await;
     }
 
     /// A Deployment whose container also has `extra` (a readinessProbe, ...).
     async fn deployment_with(&self, name: &str, replicas: i32, extra: Value) {
-        let mut container = json!({"name": "pause", "image": "registry.k8s.io/pause:3.10",
-            "resources": {"requests": {"cpu": "1m", "memory": "1Mi"}}});
-        for (k, v) in extra.as_object().into_iter().flatten() {
-            container[k] = v.clone();
-        }
-        let d: Deployment = serde_json::from_value(json!({
-            "metadata": {"name": name, "namespace": NS},
-            "spec": {
-                "replicas": replicas,
-                "selector": {"matchLabels": {"app.kubernetes.io/name": name}},
-                "template": {
-                    "metadata": {"labels": {"app.kubernetes.io/name": name}},
-                    "spec": {"containers": [container]}
-                }
-            }
-        }))
-        .unwrap();
-        Api::<Deployment>::namespaced(self.client.clone(), NS)
-            .create(&PostParams::default(), &d)
-            .await
-            .unwrap();
+        create_deployment_with(&self.client, NS, name, replicas, extra).await;
     }
 
     /// Sends `method` with `params` to the standby replica's `POST /rpc` in WAM's dialect (the
@@ -130,33 +114,9 @@ impl Scene {
 }
 
 async fn act(api: std::net::SocketAddr, method: &str, params: Value) -> String {
-    let body = json!({"method": format!("action.{method}"), "params": [params], "id": "1"});
-    let reply = telemesh_sim::cluster::http::request(
-        http::Method::POST,
-        &format!("http://{api}/rpc"),
-        Some(serde_json::to_vec(&body).unwrap()),
-    )
-    .await
-    .unwrap();
-    let reply: Value = serde_json::from_slice(&reply).unwrap();
+    let reply = rpc::call(api, None, &format!("action.{method}"), params).await;
     assert_eq!(reply["error"], Value::Null, "{method} refused: {reply}");
     reply["result"]["actionId"].as_str().unwrap().to_owned()
-}
-
-/// A callback URL on loopback and the bodies POSTed to it, in arrival order.
-async fn callee() -> (String, tokio::sync::mpsc::UnboundedReceiver<Value>) {
-    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-    let app = axum::Router::new().route(
-        "/done",
-        axum::routing::post(move |body: axum::Json<Value>| async move {
-            let _ = tx.send(body.0);
-            http::StatusCode::NO_CONTENT
-        }),
-    );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    (format!("http://{addr}/done"), rx)
 }
 
 /// The replica holding the executor Lease, once one does.
@@ -209,22 +169,7 @@ fn message(a: &WorkloadAction) -> String {
 
 /// Live (not terminating) pods of `app` by name → node.
 async fn pods(client: &Client, app: &str) -> BTreeMap<String, String> {
-    Api::<Pod>::namespaced(client.clone(), NS)
-        .list(&ListParams::default().labels(&format!("app.kubernetes.io/name={app}")))
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter(|p| p.metadata.deletion_timestamp.is_none())
-        .map(|p| {
-            let node = p
-                .spec
-                .as_ref()
-                .and_then(|s| s.node_name.clone())
-                .unwrap_or_default();
-            (p.name_any(), node)
-        })
-        .collect()
+    live_pods(client, NS, app).await
 }
 
 async fn replicas(client: &Client, name: &str) -> i32 {
@@ -325,7 +270,7 @@ async fn create_move_delete_and_swap_do_what_they_say() {
         .unwrap()
         .0
         .clone();
-    let (callback, mut called) = callee().await;
+    let (callback, mut called) = rpc::callee().await;
     let deleted = scene
         .act(
             "Delete",
@@ -456,6 +401,30 @@ async fn failures_end_failed_or_rolled_back_with_the_workload_restored() {
     })
     .await;
 
+    // A pod no scheduler serves never reaches the extender: the Create fails once the Ready
+    // wait runs out, and the count is restored.
+    scene.deployment("test-x", 0).await;
+    Api::<Deployment>::namespaced(client.clone(), NS)
+        .patch(
+            "test-x",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"spec": {"template": {"spec": {"schedulerName": "no-such-scheduler"}}}}),
+            ),
+        )
+        .await
+        .unwrap();
+    let x = create(&scene, "test-x", "sim-node-0").await;
+    assert_eq!(x.phase(), ActionPhase::Failed, "{}", message(&x));
+    assert!(
+        message(&x).contains(
+            "no new pod of Deployment ul/test-x was Running and Ready on node sim-node-0"
+        ),
+        "{}",
+        message(&x)
+    );
+    assert_eq!(replicas(&client, "test-x").await, 0);
+
     // A new pod that never gets Ready (it crashes on node 2): the Move rolls back.
     let a = create(&scene, "test-a", "sim-node-0").await;
     assert_eq!(a.phase(), ActionPhase::Succeeded, "{}", message(&a));
@@ -509,7 +478,9 @@ async fn failures_end_failed_or_rolled_back_with_the_workload_restored() {
 
 /// Kills the leader while 200 Creates over 20 Deployments are queued or running; the standby
 /// takes over and every action ends exactly once: every Deployment has exactly as many replicas
-/// and live pods as Creates that succeeded on it.
+/// and live pods as Creates that succeeded on it, and no pod is claimed by two actions.
+/// `TELEMESH_LEADER_KILL_ACTIONS` changes the count (scripts/actions-leader-kill.sh runs 1,000);
+/// the counts are printed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killing_the_leader_loses_no_action_and_applies_no_step_twice() {
     let Some(mut scene) =
@@ -519,60 +490,104 @@ async fn killing_the_leader_loses_no_action_and_applies_no_step_twice() {
     };
     let client = scene.client.clone();
     const WORKLOADS: usize = 20;
-    const ACTIONS: usize = 200;
+    let actions: usize = std::env::var("TELEMESH_LEADER_KILL_ACTIONS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(200);
+    assert!(
+        actions.is_multiple_of(WORKLOADS),
+        "a multiple of {WORKLOADS} actions"
+    );
+    // Room for every pod (sim's nodes take 110 pods, as a kubelet's default).
+    let per_node = actions.div_ceil(NODES.len()) + 10;
+    if per_node > 110 {
+        for node in NODES {
+            Api::<Node>::all(client.clone())
+                .patch_status(
+                    node,
+                    &PatchParams::default(),
+                    &Patch::Merge(
+                        json!({"status": {"allocatable": {"pods": per_node.to_string()},
+                                                   "capacity": {"pods": per_node.to_string()}}}),
+                    ),
+                )
+                .await
+                .unwrap();
+        }
+    }
     for w in 0..WORKLOADS {
         scene.deployment(&format!("w{w}"), 0).await;
     }
-    let mut names = Vec::with_capacity(ACTIONS);
-    for i in 0..ACTIONS {
-        let name = act(
-            scene.mesh.coordinators[1].api,
-            "Create",
-            json!({"workload": {"namespace": NS, "kind": "Deployment", "name": format!("w{}", i % WORKLOADS)},
-                   "node": {"name": NODES[i % NODES.len()]}}),
-        )
+    // Sent 16 at a time, so most are still queued when the leader dies.
+    let api_addr = scene.mesh.coordinators[1].api;
+    let names: Vec<String> = futures::stream::iter(0..actions)
+        .map(|i| {
+            act(
+                api_addr,
+                "Create",
+                json!({"workload": {"namespace": NS, "kind": "Deployment", "name": format!("w{}", i % WORKLOADS)},
+                       "node": {"name": NODES[i % NODES.len()]}}),
+            )
+        })
+        .buffered(16)
+        .collect()
         .await;
-        names.push(name);
-    }
     // Let the leader get going, then kill it mid-flight.
     let api = Api::<WorkloadAction>::namespaced(client.clone(), NS);
-    eventually("some actions to end", WAIT, || {
+    let ended_before_kill = eventually("some actions to end", WAIT, || {
         let api = api.clone();
         async move {
             let list = api.list(&ListParams::default()).await.ok()?;
-            (list
+            let n = list
                 .items
                 .iter()
                 .filter(|a| a.phase().is_terminal())
-                .count()
-                >= 10)
-                .then_some(())
+                .count();
+            (n >= 10).then_some(n)
         }
     })
     .await;
     scene.mesh.coordinators[0].process.kill().await;
+    let killed_at = tokio::time::Instant::now();
     wait_leader(&client, &scene.standby).await;
+    let took_over = killed_at.elapsed();
     let mut succeeded: BTreeMap<String, usize> = BTreeMap::new();
+    let mut claimed: BTreeMap<String, String> = BTreeMap::new();
     for name in &names {
         let a = ended(&client, name).await;
         assert_eq!(a.phase(), ActionPhase::Succeeded, "{name}: {}", message(&a));
         let status = a.status.unwrap();
         assert_eq!(status.pods_created.len(), 1, "{name} created one pod");
+        let pod = &status.pods_created[0];
+        if let Some(other) = claimed.insert(pod.uid.clone(), name.clone()) {
+            panic!("pod {} claimed by both {other} and {name}", pod.name);
+        }
         *succeeded.entry(a.spec.target).or_default() += 1;
     }
+    let mut replicas_total = 0;
+    let mut pods_total = 0;
     for w in 0..WORKLOADS {
         let name = format!("w{w}");
         let expected = succeeded
             .get(&format!("Deployment/{name}"))
             .copied()
             .unwrap_or(0);
-        assert_eq!(expected, ACTIONS / WORKLOADS);
-        assert_eq!(
-            replicas(&client, &name).await,
-            i32::try_from(expected).unwrap(),
-            "{name}"
-        );
+        assert_eq!(expected, actions / WORKLOADS);
+        let replicas = replicas(&client, &name).await;
+        assert_eq!(replicas, i32::try_from(expected).unwrap(), "{name}");
         let live = pods(&client, &name).await;
         assert_eq!(live.len(), expected, "{name}: {live:?}");
+        replicas_total += usize::try_from(replicas).unwrap();
+        pods_total += live.len();
     }
+    eprintln!(
+        "leader killed (SIGKILL) with {ended_before_kill} of {actions} actions ended; {} took over \
+         {:.1} s later; {} of {actions} Succeeded, each exactly once ({} distinct pods created); \
+         {WORKLOADS} Deployments: {replicas_total} replicas, {pods_total} live pods, {} expected",
+        scene.standby,
+        took_over.as_secs_f64(),
+        succeeded.values().sum::<usize>(),
+        claimed.len(),
+        actions
+    );
 }

@@ -5,11 +5,12 @@
 //! - The chart ships deploy/crds/ byte for byte, and deploy/scheduler/ and deploy/descheduler/
 //!   unchanged in its ConfigMaps; its options render what they promise (flags every binary
 //!   knows, mounts behind every file flag, ServiceMonitors that select the right Services).
-//! - Every rendered object sim serves is accepted by `kubectl apply --validate=strict`; the RBAC
-//!   kinds sim does not serve round-trip through their k8s-openapi types.
+//! - Every rendered object is accepted by `kubectl apply --validate=strict`, the RBAC
+//!   kinds included.
 //! - RBAC: the real agent and coordinator, each with its own token, do their normal work
-//!   against a sim that authorizes with the rendered roles: no call is denied, and every
-//!   granted rule is used.
+//!   against a sim that authorizes with the rendered roles (the coordinator's includes running
+//!   workload actions that a caller with its own token sends to `POST /rpc`): no call is
+//!   denied, and every granted rule is used.
 #![allow(clippy::unwrap_used)]
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -17,12 +18,15 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::events::v1::Event;
-use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value as Json, json};
+use telemesh_core::action::{ActionPhase, WorkloadActionStatus};
 use telemesh_core::policy::TASPolicy;
 use telemesh_sim::{Auth, Rule, SimConfig, UserInfo};
+use telemesh_tests::cluster::{APP_LABEL, ClusterParts, create_deployment, live_pods};
 use telemesh_tests::mesh::{log_field, script_textfile};
 use telemesh_tests::{Process, SimEnv, eventually, workspace_binary};
 use tokio::process::Command;
@@ -627,6 +631,11 @@ async fn rendered_objects_are_schema_valid() {
             "clusterrolebinding.rbac.authorization.k8s.io",
             "telemesh-coordinator",
         ),
+        ("role.rbac.authorization.k8s.io", "telemesh-coordinator"),
+        (
+            "rolebinding.rbac.authorization.k8s.io",
+            "telemesh-coordinator",
+        ),
     ] {
         assert!(
             out.contains(&format!("{kind}/{name} created")),
@@ -820,6 +829,96 @@ fn describe(d: &telemesh_sim::apiserver::auth::Decision) -> String {
     format!("{}: {} {:?} {resource} {ns}", d.user, a.verb, a.group)
 }
 
+/// The namespace of the workloads the RBAC test acts on through `POST /rpc`.
+const ACTIONS_NS: &str = "shop";
+/// The bearer token of that test's caller of `POST /rpc`.
+const CALLER_TOKEN: &str = "aiops-token";
+/// Nodes of the RBAC test: the agent runs on the first, actions move pods among all three.
+const RBAC_NODES: usize = 3;
+
+/// One call to the coordinator's `POST /rpc` with the caller's bearer token.
+async fn rpc(api: SocketAddr, method: &str, params: Json) -> Json {
+    telemesh_tests::rpc::call(api, Some(CALLER_TOKEN), method, params).await
+}
+
+/// Sends `action.<method>`; returns the accepted action's id.
+async fn submit(env: &SimEnv, api: SocketAddr, method: &str, params: &Json) -> String {
+    let reply = rpc(api, &format!("action.{method}"), params.clone()).await;
+    assert!(
+        reply["error"].is_null(),
+        "{method} {params} was refused: {reply}; calls denied meanwhile:\n  {}",
+        denied(env)
+    );
+    reply["result"]["actionId"].as_str().unwrap().to_owned()
+}
+
+/// Long-polls `action.Wait` until action `id` (`what`) ends; asserts it Succeeded and returns
+/// its status. A timeout names the calls RBAC denied meanwhile.
+async fn succeeded(env: &SimEnv, api: SocketAddr, id: &str, what: &str) -> WorkloadActionStatus {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        let reply = rpc(
+            api,
+            "action.Wait",
+            json!({"actionId": id, "namespace": ACTIONS_NS, "timeoutSeconds": left.as_secs().max(1)}),
+        )
+        .await;
+        let status: WorkloadActionStatus =
+            serde_json::from_value(reply["result"]["status"].clone())
+                .unwrap_or_else(|e| panic!("action.Wait {id}: {e}: {reply}"));
+        if status.phase.is_terminal() {
+            assert_eq!(
+                status.phase,
+                ActionPhase::Succeeded,
+                "{what} ({id}): {}; calls denied meanwhile:\n  {}",
+                status.message,
+                denied(env)
+            );
+            return status;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{what} ({id}) did not end within {WAIT:?}: {reply}; calls denied meanwhile (add \
+             them to the chart's RBAC):\n  {}",
+            denied(env)
+        );
+    }
+}
+
+/// [`submit`], then [`succeeded`].
+async fn act(env: &SimEnv, api: SocketAddr, method: &str, params: Json) -> WorkloadActionStatus {
+    let id = submit(env, api, method, &params).await;
+    succeeded(env, api, &id, &format!("{method} {params}")).await
+}
+
+/// How many `verb`s of `resource` the sim authorized for `user` so far.
+fn calls(env: &SimEnv, user: &str, verb: &str, resource: &str) -> usize {
+    env.sim
+        .server
+        .audit
+        .decisions()
+        .iter()
+        .filter(|d| {
+            d.allowed
+                && d.user == user
+                && d.attributes.verb == verb
+                && d.attributes.resource == resource
+        })
+        .count()
+}
+
+/// The one pod of `pods` (name → node) on `node`.
+fn pod_on(pods: &BTreeMap<String, String>, node: &str) -> String {
+    let mut on: Vec<&String> = pods
+        .iter()
+        .filter(|(_, n)| *n == node)
+        .map(|(p, _)| p)
+        .collect();
+    assert_eq!(on.len(), 1, "one pod on {node}: {pods:?}");
+    on.remove(0).clone()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rbac_grants_exactly_what_the_binaries_call() {
     let docs = render(json!({}));
@@ -837,6 +936,14 @@ async fn rbac_grants_exactly_what_the_binaries_call() {
         ),
         ("agent-token", agent.clone()),
         ("coordinator-token", coordinator.clone()),
+        (
+            CALLER_TOKEN,
+            UserInfo {
+                username: "aiops".into(),
+                uid: "uid-aiops".into(),
+                groups: vec!["system:authenticated".into()],
+            },
+        ),
     ]
     .into_iter()
     .map(|(t, u)| (t.to_owned(), u))
@@ -846,12 +953,24 @@ async fn rbac_grants_exactly_what_the_binaries_call() {
         tls: true,
         auth: Auth {
             tokens,
-            rules: grants.iter().map(|g| g.rule.clone()).collect(),
+            // The chart's rules, and what the coordinator's auth.rs asks of an action's caller:
+            // create (to act) and get (action.Wait) on workloadactions in the target namespace.
+            rules: grants
+                .iter()
+                .map(|g| g.rule.clone())
+                .chain([Rule {
+                    subjects: vec!["aiops".into()],
+                    verbs: vec!["create".into(), "get".into()],
+                    api_groups: vec!["telemesh.io".into()],
+                    resources: vec!["workloadactions".into()],
+                    namespaces: vec![ACTIONS_NS.into()],
+                }])
+                .collect(),
         },
         kubeconfig_token: Some("admin-token".into()),
         ..Default::default()
     };
-    let env = SimEnv::start_with(config, 1).await;
+    let env = SimEnv::start_with(config, RBAC_NODES).await;
     env.sim.server.audit.enable();
     let admin = env.client().await;
     // The same server and CA as the administrator's kubeconfig, with the component's token.
@@ -938,6 +1057,17 @@ async fn rbac_grants_exactly_what_the_binaries_call() {
         })
         .await;
 
+    // The Lease where the chart puts it (its Role grants Leases there only); --api-auth is
+    // left at its default, as in the chart: kubernetes.
+    let chart_args = &find(&docs, "Deployment", "telemesh-coordinator")["spec"]["template"]["spec"]
+        ["containers"][0]["args"];
+    assert_eq!(
+        flag_names(chart_args)
+            .iter()
+            .filter(|f| *f == "--api-auth")
+            .count(),
+        0
+    );
     let mut cmd = Command::new(workspace_binary("telemesh-coordinator"));
     cmd.args([
         "--log-format=json",
@@ -948,6 +1078,10 @@ async fn rbac_grants_exactly_what_the_binaries_call() {
         "--gossip-interval=100ms",
         "--view-sync-timeout=1s",
     ])
+    .args(
+        ["--leader-lease", "--leader-lease-namespace"]
+            .map(|f| format!("{f}={}", flag(chart_args, f).unwrap())),
+    )
     .arg(format!("--gossip-seeds={gossip}"))
     .arg(format!("--gossip-key-file={}", keys.display()))
     .arg(format!("--kubeconfig={}", coordinator_kubeconfig.display()))
@@ -1049,6 +1183,188 @@ async fn rbac_grants_exactly_what_the_binaries_call() {
         (http_status(http, "/readyz").await == Some(200)).then_some(())
     })
     .await;
+
+    // The coordinator's action work: a caller with its own token sends WAM's calls to
+    // POST /rpc (TokenReview, SubjectAccessReview), the replica stores them and, holding the
+    // Lease, runs every method with a call of its own against sim's controllers and kubelets,
+    // with sim's scheduler stand-in calling the coordinator's extender (which enforces
+    // Create's node). The chart's coordinator Deployment would only add pods: the binaries
+    // run here as processes.
+    Api::<Deployment>::namespaced(admin.clone(), NAMESPACE)
+        .delete("telemesh-coordinator", &DeleteParams::default())
+        .await
+        .unwrap();
+    let mut parts = ClusterParts::start(&env, RBAC_NODES).await;
+    let addr = |key: &'static str| {
+        move |l: &str| log_field(l, "coordinator listening", key).and_then(|a| a.parse().ok())
+    };
+    let extender: SocketAddr = coordinator_proc
+        .wait_for_line("the extender address", WAIT, addr("extender.addr"))
+        .await;
+    let api: SocketAddr = coordinator_proc
+        .wait_for_line("the API address", WAIT, addr("api.addr"))
+        .await;
+    parts
+        .start_scheduler(&env, &format!("http://{extender}/scheduler"))
+        .await;
+    kubectl.run(&["create", "namespace", ACTIONS_NS]).await;
+    create_deployment(&admin, ACTIONS_NS, "web", 0).await;
+    // db's pods ask for a scheduler nobody runs (WAM's test-c): what Bind is for.
+    let db: StatefulSet = serde_json::from_value(json!({
+        "metadata": {"name": "db", "namespace": ACTIONS_NS},
+        "spec": {
+            "replicas": 1,
+            "serviceName": "db",
+            "podManagementPolicy": "Parallel",
+            "selector": {"matchLabels": {APP_LABEL: "db"}},
+            "template": {
+                "metadata": {"labels": {APP_LABEL: "db"}},
+                "spec": {"schedulerName": "nobody", "containers": [{"name": "pause",
+                    "image": "registry.k8s.io/pause:3.10",
+                    "resources": {"requests": {"cpu": "1m", "memory": "1Mi"}}}]}
+            }
+        }
+    }))
+    .unwrap();
+    Api::<StatefulSet>::namespaced(admin.clone(), ACTIONS_NS)
+        .create(&PostParams::default(), &db)
+        .await
+        .unwrap();
+    let web = json!({"namespace": ACTIONS_NS, "kind": "Deployment", "name": "web"});
+    let pod = |name: &str| json!({"namespace": ACTIONS_NS, "name": name});
+
+    // Create twice on one Deployment: the second Succeeded event on it is a series of the
+    // first, which kube's Recorder patches.
+    for node in ["sim-node-1", "sim-node-2"] {
+        let done = act(
+            &env,
+            api,
+            "Create",
+            json!({"workload": web, "node": {"name": node}}),
+        )
+        .await;
+        assert_eq!(done.pods_created.len(), 1, "{done:?}");
+        assert_eq!(done.pods_created[0].node, node, "{done:?}");
+    }
+    let two = live_pods(&admin, ACTIONS_NS, "web").await;
+    // Move (make before break) the pod on node 2 to node 0; Delete exactly the one on node 1.
+    act(
+        &env,
+        api,
+        "Move",
+        json!({"pod": pod(&pod_on(&two, "sim-node-2")), "node": {"name": "sim-node-0"}}),
+    )
+    .await;
+    let deleted = pod_on(&two, "sim-node-1");
+    act(&env, api, "Delete", json!({"pod": pod(&deleted)})).await;
+    let one = live_pods(&admin, ACTIONS_NS, "web").await;
+    assert_eq!(one.values().collect::<Vec<_>>(), ["sim-node-0"], "{one:?}");
+    // Redeploy deletes the last pod for its ReplicaSet to recreate.
+    act(
+        &env,
+        api,
+        "Redeploy",
+        json!({"pod": pod(&pod_on(&one, "sim-node-0"))}),
+    )
+    .await;
+    // A removal first waits, through a watch, for the Deployment's controller to catch up
+    // (its status lags the pods it counts): with the controllers down and web's status a
+    // generation behind, Delete watches web until the controllers, back, catch up.
+    let last = until(&env, "web's pod recreated", || async {
+        let now = live_pods(&admin, ACTIONS_NS, "web").await;
+        (now.len() == 1 && now.values().all(|node| !node.is_empty()))
+            .then(|| now.into_keys().next().unwrap())
+    })
+    .await;
+    parts.pause_controllers().await;
+    let deployments = Api::<Deployment>::namespaced(admin.clone(), ACTIONS_NS);
+    let generation = deployments
+        .get("web")
+        .await
+        .unwrap()
+        .metadata
+        .generation
+        .unwrap();
+    deployments
+        .patch_status(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"observedGeneration": generation - 1}})),
+        )
+        .await
+        .unwrap();
+    let watches = calls(&env, &coordinator.username, "watch", "deployments");
+    let params = json!({"pod": pod(&last)});
+    let id = submit(&env, api, "Delete", &params).await;
+    until(
+        &env,
+        "the executor to watch web for its controller",
+        || async {
+            (calls(&env, &coordinator.username, "watch", "deployments") > watches).then_some(())
+        },
+    )
+    .await;
+    parts.resume_controllers(&env).await;
+    succeeded(
+        &env,
+        api,
+        &id,
+        &format!("Delete {params} (controller behind)"),
+    )
+    .await;
+    assert_eq!(live_pods(&admin, ACTIONS_NS, "web").await.len(), 0);
+
+    // Bind db-0, Pending with no scheduler, to node 1; then Scale db to 2.
+    until(&env, "db-0 Pending", || async {
+        live_pods(&admin, ACTIONS_NS, "db")
+            .await
+            .get("db-0")
+            .filter(|node| node.is_empty())
+            .map(|_| ())
+    })
+    .await;
+    act(
+        &env,
+        api,
+        "Bind",
+        json!({"pod": pod("db-0"), "node": {"name": "sim-node-1"}}),
+    )
+    .await;
+    // The Scale tells a loopback callee when it ends: a plain HTTP POST, no API call, and its
+    // delivery is recorded in the action's status.
+    let (callback, mut called) = telemesh_tests::rpc::callee().await;
+    let params = json!({"workload": {"namespace": ACTIONS_NS, "kind": "StatefulSet", "name": "db"},
+        "replicas": 2, "callbackURL": callback});
+    let scaled = submit(&env, api, "Scale", &params).await;
+    succeeded(&env, api, &scaled, &format!("Scale {params}")).await;
+    let told = tokio::time::timeout(WAIT, called.recv())
+        .await
+        .expect("the callback within the wait")
+        .unwrap();
+    assert_eq!(
+        (&told["actionId"], &told["phase"]),
+        (&json!(scaled), &json!("Succeeded")),
+        "{told}"
+    );
+    until(&env, "the callback recorded as delivered", || async {
+        let reply = rpc(
+            api,
+            "action.Get",
+            json!({"actionId": scaled, "namespace": ACTIONS_NS}),
+        )
+        .await;
+        (reply["result"]["status"]["callback"]["delivered"] == json!(true)).then_some(())
+    })
+    .await;
+    act(
+        &env,
+        api,
+        "UpdateResources",
+        json!({"workload": web, "resources": {"container_name": "pause", "cpu_request": "2m"}}),
+    )
+    .await;
+    drop(parts);
+
     assert!(agent_proc.is_running() && coordinator_proc.is_running());
     agent_proc.kill().await;
     coordinator_proc.kill().await;

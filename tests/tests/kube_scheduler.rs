@@ -266,9 +266,15 @@ async fn sims_stand_in_words_a_refusal_as_kube_scheduler_does() {
     let message = scene.unschedulable("refused").await;
 
     let config = std::fs::read_to_string(&scene.scheduler.config).unwrap();
+    let mut config = SchedulerConfiguration::parse(&config).unwrap();
+    // kube-scheduler's profiles, served under another name: the stand-in serves its profiles'
+    // scheduler names, as kube-scheduler does.
+    for profile in &mut config.profiles {
+        profile.scheduler_name = Some("sim-stand-in".into());
+    }
     let settings = scheduler::Settings {
         scheduler_name: "sim-stand-in".into(),
-        config: SchedulerConfiguration::parse(&config).unwrap(),
+        config,
         ..scheduler::Settings::default()
     };
     let stop = CancellationToken::new();

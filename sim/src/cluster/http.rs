@@ -12,6 +12,16 @@ pub async fn request(
     url: &str,
     body: Option<Vec<u8>>,
 ) -> anyhow::Result<Bytes> {
+    request_with(method, url, &[], body).await
+}
+
+/// [`request`] with extra `headers` (an `Authorization` bearer token, ...).
+pub async fn request_with(
+    method: http::Method,
+    url: &str,
+    headers: &[(&str, &str)],
+    body: Option<Vec<u8>>,
+) -> anyhow::Result<Bytes> {
     let uri: http::Uri = url.parse().with_context(|| format!("bad URL {url}"))?;
     if uri.scheme_str() != Some("http") {
         bail!("{url}: only http:// is supported here");
@@ -39,6 +49,9 @@ pub async fn request(
         .header(http::header::HOST, authority.as_str());
     if body.is_some() {
         builder = builder.header(http::header::CONTENT_TYPE, "application/json");
+    }
+    for (name, value) in headers {
+        builder = builder.header(*name, *value);
     }
     let request = builder
         .body(Full::new(Bytes::from(body.unwrap_or_default())))

@@ -484,9 +484,30 @@ struct CoordinatorPorts {
     http: SocketAddr,
 }
 
-/// A loopback port nothing listens on now. Taken by the child a moment later; a clash shows as
-/// that child failing to bind, which the dev cluster reports.
+/// A loopback port nothing listens on now, for a child to take a moment later.
+///
+/// Chosen at random below the kernel's ephemeral range (`ip_local_port_range`), which is where
+/// every `bind(:0)` and outgoing connection of any other process gets its port: a port picked
+/// there could be handed to someone else before the child binds it (this showed as an agent
+/// failing to bind while tests ran beside the dev cluster). Below the range only another dev
+/// cluster picking the same random port at the same moment can clash, and a clash still shows
+/// as that child failing to bind, which the dev cluster reports.
 fn free_port(udp: bool) -> anyhow::Result<SocketAddr> {
+    use rand::Rng as _;
+    let ephemeral_start = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|r| r.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32768);
+    let low = 10_000u16.min(ephemeral_start.saturating_sub(1));
+    let mut rng = rand::rng();
+    for _ in 0..200 {
+        let addr = SocketAddr::from(([127, 0, 0, 1], rng.random_range(low..ephemeral_start)));
+        // Both protocols free, so a port serves either.
+        if std::net::TcpListener::bind(addr).is_ok() && std::net::UdpSocket::bind(addr).is_ok() {
+            return Ok(addr);
+        }
+    }
+    // A crowded range below the ephemeral ports: fall back to the kernel's choice.
     let any = SocketAddr::from(([127, 0, 0, 1], 0));
     let addr = if udp {
         std::net::UdpSocket::bind(any)?.local_addr()?

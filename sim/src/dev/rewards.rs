@@ -101,10 +101,18 @@ pub async fn play(
     story.say("faults on: sim-node-1 crashes D pods every 10 s, sim-node-2 every 60 s");
     wait_first_failure(client, processes).await?;
     story.say("first failure observed (probe-sim-node-1 restarted)");
+    // Learning lasts 60 s and until sim-node-2, which fails once a minute, has failed twice. By
+    // the model's design one crash after a healthy minute is weak evidence (its bound is back at
+    // neutral within seconds: core::reward::estimate), so "learnt" is measured once the agents
+    // have seen the second, as kubeRL's demo ran for many minutes of both nodes failing. Within
+    // each of its crashes' back-off the evidence on both nodes is fresh.
     let learning_until = tokio::time::Instant::now() + Duration::from_secs(60);
     let mut learning = Share::default();
     let mut round = 0;
-    while tokio::time::Instant::now() < learning_until {
+    while tokio::time::Instant::now() < learning_until
+        || restarts(client, "probe-sim-node-2").await? < 2
+    {
+        super::story::check_processes(processes)?;
         let s = measure(
             story,
             client,
@@ -118,7 +126,10 @@ pub async fn play(
         round += 1;
         tokio::time::sleep(Duration::from_secs(3)).await;
     }
-    story.say(&learning.describe("within 60 s of the first failure", "D"));
+    story.say(&learning.describe(
+        "while learning (60 s, and until sim-node-2 failed twice)",
+        "D",
+    ));
     let learnt = measure(story, client, decisions, "learnt", "D", 50).await?;
     story.say(&learnt.describe("learnt (target at most 2 %)", "D"));
     let other = measure(story, client, decisions, "other", "E", 20).await?;
@@ -224,20 +235,23 @@ async fn measure(
 }
 
 async fn wait_first_failure(client: &Client, processes: &mut Processes) -> anyhow::Result<()> {
-    let api = Api::<Pod>::namespaced(client.clone(), NS);
     loop {
         super::story::check_processes(processes)?;
-        let probe = api.get("probe-sim-node-1").await?;
-        let restarts: i32 = probe
-            .status
-            .and_then(|s| s.container_statuses)
-            .unwrap_or_default()
-            .iter()
-            .map(|c| c.restart_count)
-            .sum();
-        if restarts > 0 {
+        if restarts(client, "probe-sim-node-1").await? > 0 {
             return Ok(());
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
+}
+
+/// The container restarts of `pod` so far.
+async fn restarts(client: &Client, pod: &str) -> anyhow::Result<i32> {
+    let pod = Api::<Pod>::namespaced(client.clone(), NS).get(pod).await?;
+    Ok(pod
+        .status
+        .and_then(|s| s.container_statuses)
+        .unwrap_or_default()
+        .iter()
+        .map(|c| c.restart_count)
+        .sum())
 }

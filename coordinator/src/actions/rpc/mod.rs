@@ -16,7 +16,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::any;
 use http::{HeaderMap, HeaderValue, Method as HttpMethod, StatusCode, header};
 use serde_json::Value;
-use telemesh_core::action::{ActionRequest, Method, Requester, idempotent_name};
+use telemesh_core::action::{ActionRequest, Requester, idempotent_name};
 use tokio_util::sync::CancellationToken;
 
 use self::wire::{BadCall, Body, Call, Dialect, ErrorKind, RpcError, Target};
@@ -215,16 +215,7 @@ fn rpc_method(target: Option<Target>) -> RpcMethod {
         None => RpcMethod::Unknown,
         Some(Target::Get) => RpcMethod::Get,
         Some(Target::Wait) => RpcMethod::Wait,
-        Some(Target::Action(m)) => match m {
-            Method::Create => RpcMethod::Create,
-            Method::Delete => RpcMethod::Delete,
-            Method::Move => RpcMethod::Move,
-            Method::Swap => RpcMethod::Swap,
-            Method::Bind => RpcMethod::Bind,
-            Method::Redeploy => RpcMethod::Redeploy,
-            Method::UpdateResources => RpcMethod::UpdateResources,
-            Method::Scale => RpcMethod::Scale,
-        },
+        Some(Target::Action(m)) => RpcMethod::Action(m),
     }
 }
 

@@ -168,11 +168,11 @@ impl SchedulerConfiguration {
             .collect()
     }
 
-    /// Resources the scheduler's own fit check skips: as kube-scheduler's `buildExtenders`, the
-    /// extenders' managed resources marked `ignoredByScheduler` when there are any (they then
-    /// replace the profile's list), else the default profile's NodeResourcesFit
-    /// `ignoredResources`.
-    pub fn ignored_resources(&self) -> BTreeSet<String> {
+    /// Resources the fit check of the profile named `scheduler_name` skips: as kube-scheduler's
+    /// `buildExtenders`, the extenders' managed resources marked `ignoredByScheduler` when there
+    /// are any (they then replace every profile's list), else that profile's NodeResourcesFit
+    /// `ignoredResources` (each profile has its own plugin args).
+    pub fn ignored_resources(&self, scheduler_name: &str) -> BTreeSet<String> {
         let from_extenders: BTreeSet<String> = self
             .extenders
             .iter()
@@ -186,7 +186,7 @@ impl SchedulerConfiguration {
         self.profiles
             .iter()
             .filter(|p| {
-                p.scheduler_name.as_deref().unwrap_or("default-scheduler") == "default-scheduler"
+                p.scheduler_name.as_deref().unwrap_or("default-scheduler") == scheduler_name
             })
             .flat_map(|p| &p.plugin_config)
             .filter(|c| c.name == "NodeResourcesFit")
@@ -260,7 +260,7 @@ mod tests {
         // TAS's dummy resource is skipped by the fit check (NodeResourcesFit ignoredResources)
         // and every pod goes to the extender (no managedResources): deploy/scheduler/README.md.
         assert_eq!(
-            config.ignored_resources(),
+            config.ignored_resources("default-scheduler"),
             BTreeSet::from(["telemetry/scheduling".to_owned()])
         );
         assert!(e.is_interested(&BTreeSet::from(["telemetry/scheduling".to_owned()])));
@@ -274,13 +274,17 @@ mod tests {
                     extenders:\n- urlPrefix: http://x/s\n  managedResources:\n  - {name: b/y, ignoredByScheduler: true}\n";
         let config = SchedulerConfiguration::parse(both).unwrap();
         assert_eq!(
-            config.ignored_resources(),
+            config.ignored_resources("default-scheduler"),
             BTreeSet::from(["b/y".to_owned()])
         );
         let other_profile = "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n\
                     profiles:\n- schedulerName: other\n  pluginConfig:\n  - name: NodeResourcesFit\n    args:\n      ignoredResources: [a/x]\n";
         let config = SchedulerConfiguration::parse(other_profile).unwrap();
-        assert!(config.ignored_resources().is_empty());
+        assert!(config.ignored_resources("default-scheduler").is_empty());
+        assert_eq!(
+            config.ignored_resources("other"),
+            BTreeSet::from(["a/x".to_owned()])
+        );
     }
 
     #[test]

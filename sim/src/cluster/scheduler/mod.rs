@@ -134,7 +134,15 @@ pub async fn run(
             },
         ),
         client,
-        ignored: settings.config.ignored_resources(),
+        ignored: settings
+            .config
+            .scheduler_names(&settings.scheduler_name)
+            .into_iter()
+            .map(|name| {
+                let ignored = settings.config.ignored_resources(&name);
+                (name, ignored)
+            })
+            .collect(),
         served: settings.config.scheduler_names(&settings.scheduler_name),
         settings,
         extenders,
@@ -185,7 +193,8 @@ struct Scheduler {
     client: Client,
     settings: Settings,
     extenders: Vec<ExtenderClient>,
-    ignored: BTreeSet<String>,
+    /// Per served scheduler name (profile): the resources its fit check skips.
+    ignored: BTreeMap<String, BTreeSet<String>>,
     /// The `spec.schedulerName`s this scheduler serves.
     served: BTreeSet<String>,
     recorder: Recorder,
@@ -240,14 +249,17 @@ fn node_name(pod: &Pod) -> Option<&str> {
         .filter(|n| !n.is_empty())
 }
 
+/// The profile (scheduler name) a pod asks for.
+fn profile_of(pod: &Pod) -> &str {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.scheduler_name.as_deref())
+        .unwrap_or("default-scheduler")
+}
+
 impl Scheduler {
     fn is_ours(&self, pod: &Pod) -> bool {
-        let name = pod
-            .spec
-            .as_ref()
-            .and_then(|s| s.scheduler_name.as_deref())
-            .unwrap_or("default-scheduler");
-        self.served.contains(name)
+        self.served.contains(profile_of(pod))
     }
 
     async fn pass(&mut self, nodes: &[Arc<Node>], pods: &[Arc<Pod>]) {
@@ -363,8 +375,10 @@ impl Scheduler {
         // Each rejected node's reason, and whether preemption could never help there.
         let mut reasons: Vec<(String, bool)> = Vec::new();
         let mut feasible = Vec::new();
+        let none = BTreeSet::new();
+        let ignored = self.ignored.get(profile_of(pod)).unwrap_or(&none);
         for info in infos.values() {
-            match fit::check(pod, requests, info, &self.ignored) {
+            match fit::check(pod, requests, info, ignored) {
                 Ok(()) => feasible.push(info.name.clone()),
                 Err(unfit) => {
                     let unresolvable =
