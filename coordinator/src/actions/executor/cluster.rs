@@ -367,9 +367,7 @@ impl PodWatches {
     fn get(&self, client: &Client, namespace: &str, selector: &str) -> Arc<PodWatch> {
         let now = Instant::now();
         let mut open = self.open.lock();
-        open.retain(|_, s| {
-            Arc::strong_count(&s.watch) > 1 || now.duration_since(s.last_used) < IDLE_WATCH
-        });
+        Self::retain_used(&mut open, now);
         let key = (namespace.to_string(), selector.to_string());
         let shared = open
             .entry(key)
@@ -423,6 +421,18 @@ impl PodWatches {
         }
         self.touch(namespace, selector);
         Ok(None)
+    }
+
+    /// Closes the watches no wait has used for [`IDLE_WATCH`] (the lead loop calls it every
+    /// tick, so a quiet executor holds none).
+    pub fn close_idle(&self) {
+        Self::retain_used(&mut self.open.lock(), Instant::now());
+    }
+
+    fn retain_used(open: &mut HashMap<(String, String), Shared>, now: Instant) {
+        open.retain(|_, s| {
+            Arc::strong_count(&s.watch) > 1 || now.duration_since(s.last_used) < IDLE_WATCH
+        });
     }
 
     /// Closes every watch (when this replica stops leading).

@@ -358,7 +358,7 @@ async fn lead(ctx: Arc<Context>, term: CancellationToken) {
     loop {
         tokio::select! {
             () = term.cancelled() => break,
-            _ = tick.tick() => {}
+            _ = tick.tick() => ctx.pods.close_idle(),
             () = changed.notified() => {}
             done = tasks.join_next(), if !tasks.is_empty() => {
                 if let Some(Ok((key, result))) = done {
