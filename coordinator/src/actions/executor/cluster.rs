@@ -289,7 +289,7 @@ pub async fn mark_for_deletion(client: &Client, pod: &ObjectRef) -> Result<(), F
 
 /// How long a pod watch no wait uses stays open: the next action on the same workload (often
 /// queued right behind) finds it warm.
-const IDLE_WATCH: Duration = Duration::from_secs(60);
+pub const IDLE_WATCH: Duration = Duration::from_secs(60);
 
 /// The pod watches the executor's waits share, one per namespace and label selector, opened on
 /// first use and closed once idle for [`IDLE_WATCH`]. Opening a watch (a list, then the watch

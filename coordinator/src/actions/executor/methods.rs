@@ -1,5 +1,6 @@
 //! The methods as steps. Each step is recorded `Started` before it changes anything and `Done`
-//! after, and is written to be run again safely: replica changes go from a recorded count to
+//! after (stored with the next write, at the latest before the next step acts: see
+//! [`Record::finish`]), and is written to be run again safely: replica changes go from a recorded count to
 //! another ([`cluster::set_replicas`]), pod deletions carry the pod's UID, waits compute their
 //! deadline from when the step was first recorded. A new leader calls the same function and
 //! skips what is done.
