@@ -5,9 +5,9 @@
 //!
 //! Idempotency: a caller that sends an idempotency key (the params' `idempotencyKey` member, or
 //! the `Idempotency-Key` HTTP header for a single call) gets an object name derived from its
-//! namespace, user name and key ([`idempotent_name`]); the API server refuses a second object of
-//! that name, so a retry, or the same request arriving at two replicas at once, finds the first
-//! action instead of making another. The same key with a different method or params is refused.
+//! namespace, user name and key ([`telemesh_core::action::idempotent_name`]); the API server
+//! refuses a second object of that name, so a retry, or the same request arriving at two
+//! replicas at once, finds the first action instead of making another. The same key with a different method or params is refused.
 //!
 //! Also here: reading an action back (`action.Get`) and waiting for it to end (`action.Wait`),
 //! in the shape both return and callbacks POST ([`action_json`]).

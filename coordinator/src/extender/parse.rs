@@ -91,7 +91,7 @@ impl<'a> PodInfo<'a> {
     }
 
     /// Returns the pod's type, `<namespace>/<type>`, exactly as
-    /// [`telemesh_core::reward::pod_type`] reads it from the whole Pod: that function is given
+    /// [`telemesh_core::reward::pod_type()`] reads it from the whole Pod: that function is given
     /// a Pod holding only the parts it looks at (namespace, name, labels, controller).
     pub fn pod_type(&self) -> String {
         let owner = self.controller.as_ref().map(|(kind, name)| OwnerReference {
