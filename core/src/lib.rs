@@ -11,6 +11,7 @@ pub mod cli;
 pub mod client;
 pub mod extender;
 pub mod fit;
+pub mod go;
 pub mod gossip;
 pub mod metric;
 pub mod pod;

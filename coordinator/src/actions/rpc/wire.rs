@@ -198,26 +198,8 @@ impl Target {
     }
 }
 
-/// Quotes `s` as Go's `%q` does for the strings gorilla puts in its messages.
-pub fn go_quote(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
-                out.push_str(&format!("\\x{:02x}", c as u32));
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
+/// Go's `%q` of a string, as gorilla puts it in its messages.
+pub use telemesh_core::go::quote as go_quote;
 
 /// Resolves a method name as gorilla's service map does (`action.<Name>`, case-sensitive),
 /// with gorilla's messages.
