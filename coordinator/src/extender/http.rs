@@ -111,7 +111,7 @@ fn serve(
             return reply(
                 status,
                 error_object(&format!(
-                    "cannot read the request body: {}; raise --extender-max-body if the scheduler sends more",
+                    "cannot read the request body: {}; raise --extender-max-body-mib if the scheduler sends more",
                     rejection.body_text()
                 )),
             );

@@ -564,7 +564,12 @@ mod routes {
         assert_eq!(s, 404);
         let (s, v) = call(app, "POST", "/scheduler/filter", vec![b' '; 5000]).await;
         assert_eq!(s, 413);
-        assert!(v["Error"].as_str().unwrap().contains("--extender-max-body"));
+        assert!(
+            v["Error"]
+                .as_str()
+                .unwrap()
+                .contains("--extender-max-body-mib")
+        );
         let mut text = String::new();
         prometheus_client::encoding::text::encode(&mut text, &reg).unwrap();
         assert!(
