@@ -1,5 +1,5 @@
 //! Go's formatting where our messages must read exactly as the Go programs we imitate print
-//! them (kube-apiserver's validation errors, gorilla JSON-RPC's errors).
+//! them (kube-apiserver's validation and patch errors, gorilla JSON-RPC's errors).
 
 /// Go's `strconv.Quote` (also what `%q` prints for a string): the quoted form messages of
 /// Kubernetes and gorilla JSON-RPC carry, which callers compare byte for byte.
@@ -26,6 +26,20 @@ pub fn quote(s: &str) -> String {
     }
     out.push('"');
     out
+}
+
+/// The name Go's `encoding/json` gives a JSON value's type in its errors ("cannot unmarshal
+/// array into …").
+pub fn json_type(v: &serde_json::Value) -> &'static str {
+    use serde_json::Value;
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "bool",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
 }
 
 #[cfg(test)]

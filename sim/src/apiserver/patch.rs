@@ -545,13 +545,13 @@ pub fn json_patch(target: &Value, patch: &Value) -> Result<Value, PatchError> {
     let Some(ops) = patch.as_array() else {
         return Err(bad(format!(
             "json: cannot unmarshal {} into Go value of type jsonpatch.Patch",
-            go_type_name(patch)
+            telemesh_core::go::json_type(patch)
         )));
     };
     if let Some(op) = ops.iter().find(|op| !op.is_object()) {
         return Err(bad(format!(
             "json: cannot unmarshal {} into Go value of type jsonpatch.Operation",
-            go_type_name(op)
+            telemesh_core::go::json_type(op)
         )));
     }
     let parsed: json_patch::Patch = serde_json::from_value(patch.clone())
@@ -559,17 +559,6 @@ pub fn json_patch(target: &Value, patch: &Value) -> Result<Value, PatchError> {
     let mut doc = target.clone();
     json_patch::patch(&mut doc, &parsed.0).map_err(|e| PatchError::Invalid(e.to_string()))?;
     Ok(doc)
-}
-
-fn go_type_name(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "bool",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
-    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -589,7 +578,7 @@ pub fn strategic_merge_patch(
     let Value::Object(p) = patch else {
         return Err(bad(format!(
             "json: cannot unmarshal {} into Go value of type map[string]interface {{}}",
-            go_type_name(patch)
+            telemesh_core::go::json_type(patch)
         )));
     };
     let original = match target {
@@ -598,7 +587,7 @@ pub fn strategic_merge_patch(
         other => {
             return Err(bad(format!(
                 "the object to patch is not an object: {}",
-                go_type_name(other)
+                telemesh_core::go::json_type(other)
             )));
         }
     };
@@ -650,7 +639,7 @@ fn require_keys(item: &Value, keys: &[String]) -> Result<(), PatchError> {
         Some(_) => Err(no_merge_key(item, keys)),
         None => Err(bad(format!(
             "expected a map, but received a {}",
-            go_type_name(item)
+            telemesh_core::go::json_type(item)
         ))),
     }
 }
@@ -961,7 +950,7 @@ impl Smp<'_> {
             Some(Value::Array(a)) => Ok(Some(a.clone())),
             Some(other) => Err(bad(format!(
                 "expected a slice, but received a {}",
-                go_type_name(other)
+                telemesh_core::go::json_type(other)
             ))),
         };
         let orig = as_list(original.get(field))?;
@@ -1618,7 +1607,7 @@ impl<'a> Walker<'a> {
                     "associative list with keys has an element that omits key field {missing:?} (and doesn't have default value)"
                 )
             }
-            _ => format!("expected map, got {}", go_type_name(item)),
+            _ => format!("expected map, got {}", telemesh_core::go::json_type(item)),
         };
         format!("{}: element {i}: {what}", path_display(&self.path))
     }
@@ -2141,7 +2130,7 @@ pub fn apply(
     let Some(config_map) = applied.as_object() else {
         return Err(bad(format!(
             "error decoding YAML: json: cannot unmarshal {} into Go value of type map[string]interface {{}}",
-            go_type_name(applied)
+            telemesh_core::go::json_type(applied)
         )));
     };
     if applied

@@ -15,6 +15,9 @@
 
 use serde::Serialize;
 use serde_json::{Map, Value};
+use telemesh_core::go::json_type as go_type;
+/// Go's `%q` of a string, as gorilla puts it in its messages.
+pub use telemesh_core::go::quote as go_quote;
 
 /// Which protocol a call speaks, and so which shape its reply takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -198,9 +201,6 @@ impl Target {
     }
 }
 
-/// Go's `%q` of a string, as gorilla puts it in its messages.
-pub use telemesh_core::go::quote as go_quote;
-
 /// Resolves a method name as gorilla's service map does (`action.<Name>`, case-sensitive),
 /// with gorilla's messages.
 pub fn resolve(method: &str) -> Result<Target, RpcError> {
@@ -231,18 +231,6 @@ pub fn resolve(method: &str) -> Result<Target, RpcError> {
                     format!("rpc: can't find method {}", go_quote(method)),
                 )
             }),
-    }
-}
-
-/// The JSON type name Go's decoder uses in "cannot unmarshal X into …".
-fn go_type(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "bool",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
     }
 }
 
