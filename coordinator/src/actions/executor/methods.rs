@@ -172,10 +172,7 @@ async fn place_new_pod(
         .await?
     };
     if !b.done {
-        let change = b
-            .step
-            .replicas
-            .ok_or_else(|| Failure::Api(format!("step {scale_up} lost its replica change")))?;
+        let change = b.replica_change()?;
         // The extenders learn the placement through their watch; wait until this replica's
         // has it, so the new pod is not scheduled before the placement is known.
         ctx.placement_visible(&rec.key()).await;
@@ -436,10 +433,7 @@ async fn remove_pod(
         .await?
     };
     if !b.done {
-        let change = b
-            .step
-            .replicas
-            .ok_or_else(|| Failure::Api(format!("step {scale_down} lost its replica change")))?;
+        let change = b.replica_change()?;
         if w.kind == "Deployment" {
             match cluster::mark_for_deletion(&ctx.client, pod).await {
                 Err(Failure::Api(e)) if e.contains("404") || e.contains("not found") => {}
@@ -990,10 +984,7 @@ async fn scale(
         .await?
     };
     if !b.done {
-        let change = b
-            .step
-            .replicas
-            .ok_or_else(|| Failure::Api("step Scale lost its replica change".into()))?;
+        let change = b.replica_change()?;
         if change.from != change.to {
             cluster::set_replicas(&ctx.client, &w, change.from, change.to).await?;
         }

@@ -36,6 +36,15 @@ pub struct Begun {
     pub step: Step,
 }
 
+impl Begun {
+    /// The replica change the step recorded before acting (a scale step always records one).
+    pub fn replica_change(&self) -> Result<ReplicaChange, Failure> {
+        self.step
+            .replicas
+            .ok_or_else(|| Failure::Api(format!("step {} lost its replica change", self.step.name)))
+    }
+}
+
 impl Record {
     /// Reads the action fresh.
     pub async fn load(client: &Client, namespace: &str, name: &str) -> Result<Self, Failure> {
