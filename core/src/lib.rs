@@ -18,6 +18,7 @@ pub mod pod;
 pub mod policy;
 pub mod quic;
 pub mod reward;
+pub mod scavenge;
 pub mod shutdown;
 pub mod telemetry;
 pub mod testing;

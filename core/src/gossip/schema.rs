@@ -8,6 +8,7 @@
 //! | `leaving` | `1` | a member shutting down cleanly |
 //! | `quic` | `<ip>:<port>` where the agent's QUIC server answers | agents with QUIC on |
 //! | `m:<metric name>` | `<value>@<unix ms>` ([`MetricValue`]) | agents |
+//! | `s:<pod uid>` | a scavenger pod's job, last checkpoint and requests ([`ScavengerPod`]) | agents |
 //! | `r:<...>` | reserved for rewards | later |
 //! | `v:<...>` | reserved for policy violations | later |
 //!
@@ -34,6 +35,7 @@ use std::str::FromStr;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::metric::{InvalidMetricName, MetricName, Sample};
+pub use crate::scavenge::ScavengerPod;
 
 /// The schema version this build writes.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -53,6 +55,7 @@ pub const QUIC_ADDR_KEY: &str = "quic";
 const METRIC_PREFIX: &str = "m:";
 const REWARD_PREFIX: &str = "r:";
 const VIOLATION_PREFIX: &str = "v:";
+const SCAVENGER_PREFIX: &str = "s:";
 
 /// Schema errors: what a writer refuses to publish and why a reader skipped an entry.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -154,6 +157,8 @@ pub enum StateKey {
     Reward(String),
     /// `v:<rest>`: reserved for policy violations; the rest is printable ASCII without spaces.
     Violation(String),
+    /// `s:<pod uid>`: one scavenger pod on the node ([`ScavengerPod`]).
+    Scavenger(String),
 }
 
 // === impl StateKey ===
@@ -169,7 +174,9 @@ impl StateKey {
             });
         }
         match self {
-            Self::Reward(rest) | Self::Violation(rest) if !valid_suffix(rest) => {
+            Self::Reward(rest) | Self::Violation(rest) | Self::Scavenger(rest)
+                if !valid_suffix(rest) =>
+            {
                 Err(SchemaError::BadSuffix { key })
             }
             _ => Ok(()),
@@ -202,6 +209,7 @@ impl fmt::Display for StateKey {
             Self::Metric(name) => write!(f, "{METRIC_PREFIX}{name}"),
             Self::Reward(rest) => write!(f, "{REWARD_PREFIX}{rest}"),
             Self::Violation(rest) => write!(f, "{VIOLATION_PREFIX}{rest}"),
+            Self::Scavenger(uid) => write!(f, "{SCAVENGER_PREFIX}{uid}"),
         }
     }
 }
@@ -242,6 +250,8 @@ impl FromStr for StateKey {
                     suffix(rest).map(Self::Reward)
                 } else if let Some(rest) = key.strip_prefix(VIOLATION_PREFIX) {
                     suffix(rest).map(Self::Violation)
+                } else if let Some(rest) = key.strip_prefix(SCAVENGER_PREFIX) {
+                    suffix(rest).map(Self::Scavenger)
                 } else {
                     Err(SchemaError::UnknownKey {
                         key: key.to_owned(),
@@ -422,6 +432,8 @@ pub struct NodeState {
     pub rewards: BTreeMap<String, String>,
     /// Reserved `v:` entries, unparsed (key without prefix → value).
     pub violations: BTreeMap<String, String>,
+    /// Scavenger pods on the node, by pod uid.
+    pub scavengers: BTreeMap<String, ScavengerPod>,
     /// What was skipped while reading.
     pub skipped: Skipped,
 }
@@ -477,6 +489,12 @@ impl NodeState {
                 self.violations.insert(rest, value.to_owned());
                 true
             }
+            StateKey::Scavenger(uid) => value
+                .parse::<ScavengerPod>()
+                .map(|pod| {
+                    self.scavengers.insert(uid, pod);
+                })
+                .is_ok(),
         }
     }
 
@@ -530,6 +548,7 @@ mod tests {
             StateKey::Metric(name("a:b_c")),
             StateKey::Reward("web/node-1".into()),
             StateKey::Violation("high-cpu".into()),
+            StateKey::Scavenger("6f1e2d3c-4b5a-4d3c-8b1a-0f9e8d7c6b5a".into()),
         ];
         for key in keys {
             let text = key.to_string();
@@ -543,6 +562,13 @@ mod tests {
         let state = NodeState::from_key_values([("quic", "not an address")]);
         assert_eq!((state.quic_addr, state.skipped.malformed_values), (None, 1));
         assert_eq!(StateKey::Violation("p".into()).to_string(), "v:p");
+        let state = NodeState::from_key_values([("s:u1", "ns/job@5@250@1024"), ("s:u2", "junk")]);
+        assert_eq!(state.scavengers["u1"].job, "ns/job");
+        assert_eq!(state.scavengers["u1"].checkpoint_ms, 5);
+        assert_eq!(
+            (state.scavengers.len(), state.skipped.malformed_values),
+            (1, 1)
+        );
     }
 
     #[test]
