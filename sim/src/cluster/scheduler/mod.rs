@@ -498,7 +498,7 @@ impl Scheduler {
             Err(Unplaced::Fit(statuses)) => {
                 let filters: Vec<String> = statuses.values().map(|s| s.reason.clone()).collect();
                 let (post_filter, nomination) = self
-                    .preempt(pod, &requests, infos, nodes, &statuses, state)
+                    .preempt(pod, &requests, infos, &statuses, state)
                     .await;
                 let message = unschedulable_message(infos.len(), &filters, &post_filter);
                 self.unschedulable(pod, key, message, nomination, cluster)
@@ -516,7 +516,6 @@ impl Scheduler {
         pod: &Pod,
         requests: &fit::Resources,
         infos: &BTreeMap<String, NodeInfo>,
-        nodes: &BTreeMap<String, &Node>,
         statuses: &BTreeMap<String, NodeStatus>,
         state: &mut PassState<'_>,
     ) -> (String, Nomination) {
@@ -606,7 +605,7 @@ impl Scheduler {
                 Nomination::Keep,
             );
         };
-        if let Err(e) = self.prepare_candidate(pod, &node, victims, nodes).await {
+        if let Err(e) = self.prepare_candidate(pod, &node, victims).await {
             return (format!("preemption: {e:#}"), Nomination::Keep);
         }
         self.clear_lower_nominations(pod, &node, state).await;
@@ -637,7 +636,6 @@ impl Scheduler {
         preemptor: &Pod,
         node: &str,
         victims: &Victims,
-        _nodes: &BTreeMap<String, &Node>,
     ) -> anyhow::Result<()> {
         let scheduler = profile_of(preemptor);
         let preemptor_uid = preemptor.uid().unwrap_or_default();
