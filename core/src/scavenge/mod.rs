@@ -17,6 +17,8 @@
 //! assumed to checkpoint exactly at its declared interval ([`last_checkpoint`]). The real
 //! checkpoint data belongs on the job's persistent volume; the marker only says when.
 
+pub mod victims;
+
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
