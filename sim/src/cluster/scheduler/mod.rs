@@ -497,9 +497,8 @@ impl Scheduler {
             }
             Err(Unplaced::Fit(statuses)) => {
                 let filters: Vec<String> = statuses.values().map(|s| s.reason.clone()).collect();
-                let (post_filter, nomination) = self
-                    .preempt(pod, &requests, infos, &statuses, state)
-                    .await;
+                let (post_filter, nomination) =
+                    self.preempt(pod, &requests, infos, &statuses, state).await;
                 let message = unschedulable_message(infos.len(), &filters, &post_filter);
                 self.unschedulable(pod, key, message, nomination, cluster)
                     .await;
