@@ -533,6 +533,7 @@ impl Scheduler {
         let ignored = self.ignored.get(profile_of(pod)).unwrap_or(&none);
         let mut candidates: BTreeMap<String, Victims> = BTreeMap::new();
         let mut outcomes: Vec<String> = Vec::new();
+        let mut errors: Vec<String> = Vec::new();
         for (name, info) in infos {
             let resolvable = statuses.get(name).is_some_and(|s| !s.unresolvable);
             if !resolvable {
@@ -557,10 +558,23 @@ impl Scheduler {
                 Ok(victims) => {
                     candidates.insert(name.clone(), victims);
                 }
-                Err(reason) => outcomes.push(reason),
+                Err(preemption::NoVictims::Unschedulable(reason)) => outcomes.push(reason),
+                Err(preemption::NoVictims::Error(error)) => errors.push(error),
             }
         }
         if candidates.is_empty() {
+            // Errors fail the attempt (Go's aggregate error: one as is, several in brackets)
+            // and leave the nomination; otherwise the nodes' statuses make the FitError.
+            match errors.as_slice() {
+                [] => {}
+                [one] => return (format!("preemption: {one}"), Nomination::Keep),
+                many => {
+                    return (
+                        format!("preemption: [{}]", many.join(", ")),
+                        Nomination::Keep,
+                    );
+                }
+            }
             let message = fit::unschedulable_message(infos.len(), &outcomes);
             return (format!("preemption: {message}"), Nomination::Set(None));
         }
