@@ -1,7 +1,9 @@
 //! sim's scheduler and kubelet stand-ins against the API server through the kube client: pods are
 //! placed by resource fit, node selectors and taints, then by a real HTTP extender registered in a
 //! KubeSchedulerConfiguration (filter with reasons, prioritize, managedResources); unplaceable pods
-//! get kube-scheduler's condition and Event; the kubelet runs pods and crashes them on cue.
+//! get kube-scheduler's condition and Event, and preempt lower-priority pods as upstream's
+//! default preemption does (an extender's preempt verb included); the kubelet runs pods and
+//! crashes them on cue.
 #![allow(clippy::unwrap_used)]
 
 use std::collections::BTreeMap;
@@ -810,10 +812,20 @@ async fn a_higher_priority_pod_preempts_the_fewest_and_lowest_pods_it_needs() {
 }
 
 /// An extender with a preemptVerb reviews the candidates as kube-scheduler sends them (victims
-/// by UID for a nodeCacheCapable extender) and its answer decides: the node it drops is not
-/// used, and the victims it names are the ones evicted.
+/// by UID to a nodeCacheCapable extender, whole pods otherwise) and its answer decides: the node
+/// it drops is not used, the victims it names are the ones evicted, and no node means no
+/// preemption.
 #[tokio::test]
-async fn an_extenders_preempt_answer_replaces_the_candidates() {
+async fn an_extenders_preempt_answer_replaces_the_candidates_node_names() {
+    extender_preempt_answer_replaces_the_candidates(true).await;
+}
+
+#[tokio::test]
+async fn an_extenders_preempt_answer_replaces_the_candidates_full_pods() {
+    extender_preempt_answer_replaces_the_candidates(false).await;
+}
+
+async fn extender_preempt_answer_replaces_the_candidates(node_cache_capable: bool) {
     let sent: Arc<std::sync::Mutex<Option<Value>>> = Arc::default();
     let answer: Arc<std::sync::Mutex<Value>> = Arc::new(std::sync::Mutex::new(json!({})));
     let app = {
@@ -839,7 +851,7 @@ kind: KubeSchedulerConfiguration
 extenders:
 - urlPrefix: http://{addr}/ext
   preemptVerb: preempt
-  nodeCacheCapable: true
+  nodeCacheCapable: {node_cache_capable}
   httpTimeout: 1s
 "
     ))
@@ -887,9 +899,33 @@ extenders:
     assert_eq!(node_of(&urgent), "sim-node-1");
     let args = sent.lock().unwrap().clone().unwrap();
     assert_eq!(args["Pod"]["metadata"]["name"], "urgent");
-    assert!(args["NodeNameToVictims"].is_null());
+    let sent_victims = if node_cache_capable {
+        assert!(args["NodeNameToVictims"].is_null(), "{args}");
+        args["NodeNameToMetaVictims"].clone()
+    } else {
+        assert!(args["NodeNameToMetaVictims"].is_null(), "{args}");
+        // Whole pods: compared by UID after checking they are pods.
+        let full = args["NodeNameToVictims"].as_object().unwrap();
+        let by_uid: serde_json::Map<String, Value> = full
+            .iter()
+            .map(|(node, v)| {
+                let pods: Vec<Value> = v["Pods"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|p| {
+                        assert!(p["spec"]["containers"].is_array(), "a whole pod: {p}");
+                        json!({"UID": p["metadata"]["uid"]})
+                    })
+                    .collect();
+                let victims = json!({"Pods": pods, "NumPDBViolations": v["NumPDBViolations"]});
+                (node.clone(), victims)
+            })
+            .collect();
+        Value::Object(by_uid)
+    };
     assert_eq!(
-        args["NodeNameToMetaVictims"],
+        sent_victims,
         json!({
             "sim-node-0": {"Pods": [{"UID": uid["x"]}], "NumPDBViolations": 0},
             "sim-node-1": {"Pods": [{"UID": uid["y-low"]}], "NumPDBViolations": 0},
