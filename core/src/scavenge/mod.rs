@@ -18,6 +18,7 @@
 //! checkpoint data belongs on the job's persistent volume; the marker only says when.
 
 pub mod pressure;
+pub mod victims;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
