@@ -108,6 +108,19 @@ pub async fn start(config: Config, stop: CancellationToken) -> anyhow::Result<Ag
         },
         stop.child_token(),
     ));
+    tasks.spawn(crate::scavengers::run(
+        crate::scavengers::Inputs {
+            node_name: config.node_name.clone(),
+            host_root: config.host_root.clone(),
+            pods: pods.clone(),
+            samples: latest_samples.clone(),
+            gossip: gossip.clone(),
+            eviction_client: eviction_client(config.kubeconfig.as_deref()).await?,
+            eviction: config.policy.eviction.clone(),
+            config: config.scavengers.clone(),
+        },
+        stop.child_token(),
+    ));
     tasks.spawn(crate::rewards::run(
         crate::rewards::Inputs {
             pods: pods.clone(),
