@@ -14,7 +14,6 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt as _;
-use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::Store;
 use telemesh_core::gossip::StateKey;
 use telemesh_core::metric::Sample;
@@ -25,10 +24,10 @@ use telemesh_core::scavenge::{
 };
 use tokio_util::sync::CancellationToken;
 
-use crate::config::EvictionConfig;
 use crate::enforcer::LatestSamples;
-use crate::evictor::{Evictor, Outcome};
-use crate::shared::SharedGossip;
+use crate::evictor::Outcome;
+use crate::metrics::{AgentMetrics, EvictionLabels};
+use crate::shared::{SharedEvictor, SharedGossip};
 
 /// The node pressure metrics compared with the threshold (ratios; the threshold is percent).
 const PRESSURE_METRICS: [&str; 3] = [
@@ -52,8 +51,6 @@ pub struct ScavengerConfig {
 
 /// What the scavenger loop needs.
 pub struct Inputs {
-    /// This node.
-    pub node_name: String,
     /// The host root the kubelet root is read under.
     pub host_root: PathBuf,
     /// This node's pods.
@@ -62,10 +59,10 @@ pub struct Inputs {
     pub samples: LatestSamples,
     /// Where `s:` keys go.
     pub gossip: SharedGossip,
-    /// A client that does not retry 429s.
-    pub eviction_client: kube::Client,
-    /// Eviction guards; `None`: no pressure eviction.
-    pub eviction: Option<EvictionConfig>,
+    /// The node's evictor; `None`: local eviction is off, so no pressure eviction.
+    pub evictor: Option<SharedEvictor>,
+    /// Metrics (evictions by outcome).
+    pub metrics: AgentMetrics,
     /// Settings.
     pub config: ScavengerConfig,
 }
@@ -138,27 +135,15 @@ fn under_host_root(host_root: &Path, kubelet_root: &Path) -> PathBuf {
 /// Runs until `stop`: publishes `s:` keys and evicts under sustained pressure.
 pub async fn run(inputs: Inputs, stop: CancellationToken) {
     let Inputs {
-        node_name,
         host_root,
         pods,
         samples,
         gossip,
-        eviction_client,
-        eviction,
+        evictor,
+        metrics,
         config,
     } = inputs;
     let kubelet_root = under_host_root(&host_root, &config.kubelet_root);
-    let mut evictor = eviction.map(|c| {
-        let reporter = Reporter {
-            controller: "telemesh-agent".into(),
-            instance: Some(node_name.clone()),
-        };
-        Evictor::new(
-            eviction_client.clone(),
-            Recorder::new(eviction_client, reporter),
-            c,
-        )
-    });
     let mut pressure = Sustained::new(config.pressure_threshold, config.pressure_for);
     let mut published: BTreeMap<String, ScavengerPod> = BTreeMap::new();
     let mut tick = tokio::time::interval(config.interval);
@@ -182,7 +167,7 @@ pub async fn run(inputs: Inputs, stop: CancellationToken) {
 
         let latest = samples.read().as_ref().map(|(_, s)| node_pressure(s));
         let sustained = pressure.observe(latest.flatten(), tokio::time::Instant::now().into_std());
-        let Some(evictor) = evictor.as_mut().filter(|_| sustained) else {
+        let Some(evictor) = evictor.as_ref().filter(|_| sustained) else {
             continue;
         };
         let Some(uid) = least_unsaved(current.iter().map(|(u, p)| (u.as_str(), p)), now) else {
@@ -197,8 +182,16 @@ pub async fn run(inputs: Inputs, stop: CancellationToken) {
             config.pressure_threshold, config.pressure_for, unsaved
         );
         let outcome = evictor
+            .lock()
+            .await
             .evict(pod, &reason, tokio::time::Instant::now().into_std())
             .await;
+        metrics
+            .evictions
+            .get_or_create(&EvictionLabels {
+                outcome: outcome.as_str().into(),
+            })
+            .inc();
         tracing::info!(pod.namespace = %pod.namespace().unwrap_or_default(), pod.name = %pod.name_any(), outcome = outcome.as_str(), unsaved_seconds = unsaved.as_secs_f64(), "scavenger pressure eviction");
         if matches!(outcome, Outcome::Evicted | Outcome::DryRun | Outcome::Gone) {
             pressure.restart(tokio::time::Instant::now().into_std());
