@@ -187,14 +187,17 @@ pub async fn run(inputs: Inputs, stop: CancellationToken) {
             .evict(pod, &reason, tokio::time::Instant::now().into_std())
             .await;
         metrics
-            .evictions
+            .scavenger_evictions
             .get_or_create(&EvictionLabels {
                 outcome: outcome.as_str().into(),
             })
             .inc();
-        tracing::info!(pod.namespace = %pod.namespace().unwrap_or_default(), pod.name = %pod.name_any(), outcome = outcome.as_str(), unsaved_seconds = unsaved.as_secs_f64(), "scavenger pressure eviction");
         if matches!(outcome, Outcome::Evicted | Outcome::DryRun | Outcome::Gone) {
+            tracing::info!(pod.namespace = %pod.namespace().unwrap_or_default(), pod.name = %pod.name_any(), outcome = outcome.as_str(), unsaved_seconds = unsaved.as_secs_f64(), "scavenger pressure eviction");
             pressure.restart(tokio::time::Instant::now().into_std());
+        } else {
+            // Refused or rate limited: tried again next tick, so not worth a line each time.
+            tracing::debug!(pod.namespace = %pod.namespace().unwrap_or_default(), pod.name = %pod.name_any(), outcome = outcome.as_str(), "scavenger pressure eviction not done yet");
         }
     }
 }

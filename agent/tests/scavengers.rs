@@ -54,6 +54,14 @@ fn pressure(root: &Path, avg10: f64) {
     std::fs::rename(tmp, root.join("proc/pressure/cpu")).unwrap();
 }
 
+async fn get_metrics(addr: std::net::SocketAddr) -> String {
+    let url = format!("http://{addr}/metrics");
+    let body = telemesh_sim::cluster::http::request(http::Method::GET, &url, None)
+        .await
+        .unwrap();
+    String::from_utf8(body.to_vec()).unwrap()
+}
+
 fn millis(t: SystemTime) -> u64 {
     u64::try_from(t.duration_since(UNIX_EPOCH).unwrap().as_millis()).unwrap()
 }
@@ -161,6 +169,14 @@ async fn scavengers_are_gossiped_with_observed_checkpoints_and_evicted_least_uns
         pods.get_opt("loser").await.unwrap().is_some(),
         "one eviction a minute: the loser stays"
     );
+    let addr = agent.http_addr;
+    eventually("the eviction counted", WAIT, || async move {
+        get_metrics(addr)
+            .await
+            .contains("telemesh_agent_scavenger_evictions_total{outcome=\"evicted\"} 1\n")
+            .then_some(())
+    })
+    .await;
     eventually("the saver's key removed", WAIT, || async {
         let keys = gossiped().await?;
         (!keys.contains_key(&saver_uid) && keys.contains_key(&loser_uid)).then_some(())
