@@ -111,11 +111,14 @@ pub fn observe(pod: &Pod, marker: Option<SystemTime>, now: SystemTime) -> Option
     })
 }
 
-/// The marker's modification time, if the workload has touched it.
-fn marker_time(kubelet_root: &Path, uid: &str) -> Option<SystemTime> {
-    std::fs::metadata(checkpoint_file_on_host(kubelet_root, uid))
-        .and_then(|m| m.modified())
-        .ok()
+/// The marker's modification time, if the workload has touched it; an error other than its
+/// absence (no permission to read the kubelet's pods directory, which is root's, 0750).
+fn marker_time(kubelet_root: &Path, uid: &str) -> std::io::Result<Option<SystemTime>> {
+    match std::fs::metadata(checkpoint_file_on_host(kubelet_root, uid)).and_then(|m| m.modified()) {
+        Ok(at) => Ok(Some(at)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
 }
 
 /// The highest node pressure (percent) in `samples`, if any is measured.
@@ -146,6 +149,7 @@ pub async fn run(inputs: Inputs, stop: CancellationToken) {
     let kubelet_root = under_host_root(&host_root, &config.kubelet_root);
     let mut pressure = Sustained::new(config.pressure_threshold, config.pressure_for);
     let mut published: BTreeMap<String, ScavengerPod> = BTreeMap::new();
+    let mut warned_unreadable = false;
     let mut tick = tokio::time::interval(config.interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -159,7 +163,13 @@ pub async fn run(inputs: Inputs, stop: CancellationToken) {
             .iter()
             .filter_map(|pod| {
                 let uid = pod.uid()?;
-                let value = observe(pod, marker_time(&kubelet_root, &uid), now)?;
+                let marker = marker_time(&kubelet_root, &uid).unwrap_or_else(|e| {
+                    if !std::mem::replace(&mut warned_unreadable, true) {
+                        tracing::warn!(dir = %kubelet_root.display(), error = %e, "cannot read scavenger checkpoint markers; unsaved work falls back to checkpoint windows (the kubelet's pods directory is root's: the agent needs read access to it)");
+                    }
+                    None
+                });
+                let value = observe(pod, marker, now)?;
                 Some((uid, value))
             })
             .collect();
@@ -312,6 +322,17 @@ mod tests {
             no_interval.checkpoint_ms, 100_000,
             "everything since the start"
         );
+    }
+
+    #[test]
+    fn an_untouched_marker_is_no_error() {
+        let root = tempfile::tempdir().unwrap();
+        assert_eq!(marker_time(root.path(), "u1").unwrap(), None);
+        let marker = checkpoint_file_on_host(root.path(), "u1");
+        std::fs::create_dir_all(marker.parent().unwrap()).unwrap();
+        std::fs::write(&marker, "").unwrap();
+        let touched = std::fs::metadata(&marker).unwrap().modified().unwrap();
+        assert_eq!(marker_time(root.path(), "u1").unwrap(), Some(touched));
     }
 
     #[test]
