@@ -116,6 +116,8 @@ async fn cluster(nodes: usize, config: SchedulerConfiguration) -> Cluster {
                 base: Duration::from_millis(300),
                 max: Duration::from_secs(1),
             },
+            host_root: None,
+            workloads: sim.workloads.clone(),
         };
         tokio::spawn(kubelet.run(client.clone(), faults_rx.clone(), stop.clone()));
     }
