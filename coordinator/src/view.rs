@@ -27,8 +27,8 @@
 //! kube-scheduler as preemption victims, and a UID the scheduler no longer has on the node
 //! fails that preemption cycle. chitchat 0.13 calls key listeners only for values set, never
 //! for tombstones, but a deletion does raise the member's max version, which the membership
-//! watcher reports as [`MembershipEvent::Updated`] within a gossip round. So on `Updated` of a
-//! node that has scavenger pods, the tick re-reads that one member
+//! watcher reports as [`MembershipEvent::Updated`] within a gossip round. So on `Updated` (or
+//! `Joined`) of a node that has scavenger pods, the tick re-reads that one member
 //! ([`GossipMember::member`]) and takes its scavenger set as is: a pod that left is gone one
 //! gossip round after its agent deleted the key. Nodes without scavenger pods cost nothing.
 //!
@@ -43,7 +43,7 @@ use std::time::{Duration, SystemTime};
 
 use arc_swap::ArcSwap;
 use parking_lot::Mutex;
-use telemesh_core::gossip::schema::{StateKey, unix_ms};
+use telemesh_core::gossip::schema::{SCAVENGER_PREFIX, StateKey, unix_ms};
 use telemesh_core::gossip::{
     GossipMember, KeySubscription, Liveness, Member, MemberId, MembershipEvent, MetricValue,
     NodeState, Role,
@@ -470,8 +470,8 @@ pub struct Updater {
     /// The scavenger pods by job of the last publication, rebuilt when some node's changed.
     scavenger_jobs: Arc<ScavengerJobs>,
     scavenger_jobs_dirty: bool,
-    /// Nodes with scavenger pods that gossiped something since the last tick: one of their
-    /// pods may have left (module docs).
+    /// Nodes to re-read the scavenger pods of this tick: those with scavenger pods that
+    /// gossiped something (one may have left) and those whose scavenger keys were set.
     scavengers_to_reread: Vec<Arc<str>>,
 }
 
@@ -596,18 +596,20 @@ impl Updater {
 
     /// Applies liveness changes; returns whether anything changed.
     fn apply_event(&mut self, event: MembershipEvent) -> bool {
+        if let MembershipEvent::Joined(id) | MembershipEvent::Updated(id) = &event
+            && let Some(entry) = self.working.get(&*id.node_name)
+            && entry.generation == id.generation
+            && !entry.state.scavengers.is_empty()
+            && !self.scavengers_to_reread.contains(&entry.name)
+        {
+            // One of its scavenger pods may have left (module docs). A join counts too: key
+            // changes arrive before the failure detector calls a member live, and a deletion
+            // in between raises no update.
+            self.scavengers_to_reread.push(entry.name.clone());
+        }
         let (id, liveness): (&MemberId, Liveness) = match &event {
             MembershipEvent::Joined(id) => (id, Liveness::Live),
-            MembershipEvent::Updated(id) => {
-                if let Some(entry) = self.working.get(&*id.node_name)
-                    && entry.generation == id.generation
-                    && !entry.state.scavengers.is_empty()
-                    && !self.scavengers_to_reread.contains(&entry.name)
-                {
-                    self.scavengers_to_reread.push(entry.name.clone());
-                }
-                return false;
-            }
+            MembershipEvent::Updated(_) => return false,
             MembershipEvent::Departed { id, left } => (
                 id,
                 if *left {
@@ -643,6 +645,19 @@ impl Updater {
     }
 
     fn apply_changes(&mut self, batch: Vec<KeyChangeOwned>) {
+        // A scavenger key set and deleted between taking a batch and a re-read comes back
+        // with the next batch (the set was queued, the deletion is not reported): re-read the
+        // nodes whose scavenger keys this batch sets, after folding it in.
+        for change in &batch {
+            if change.key.starts_with(SCAVENGER_PREFIX)
+                && !self
+                    .scavengers_to_reread
+                    .iter()
+                    .any(|n| **n == *change.node)
+            {
+                self.scavengers_to_reread.push(change.node.as_ref().into());
+            }
+        }
         let folded = apply_changes(&mut self.working, batch);
         self.reward_types_dirty |= folded.reward_types_changed;
         self.scavenger_jobs_dirty |= folded.scavengers_changed;
