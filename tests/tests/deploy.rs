@@ -174,6 +174,7 @@ fn the_chart_ships_deploys_crd_scheduler_and_descheduler_files_unchanged() {
     assert_eq!(
         sources,
         [
+            "scavengerjobs.telemesh.io.yaml",
             "taspolicies.telemetry.intel.com.yaml",
             "workloadactions.telemesh.io.yaml"
         ]
@@ -209,8 +210,25 @@ fn the_chart_ships_deploys_crd_scheduler_and_descheduler_files_unchanged() {
     ext.as_object_mut().unwrap().remove("tlsConfig");
     assert_eq!(plain, want);
 
-    // The descheduler policy.
+    // The scavengers' PriorityClass.
     let docs = render(json!({}));
+    let source: Json = serde_yaml_ng::from_str(
+        &std::fs::read_to_string(repo().join("deploy/priorityclasses.yaml")).unwrap(),
+    )
+    .unwrap();
+    let mut rendered = find(&docs, "PriorityClass", "telemesh-scavenger").clone();
+    rendered["metadata"]
+        .as_object_mut()
+        .unwrap()
+        .remove("labels");
+    assert_eq!(rendered, source);
+    assert_eq!(
+        source["value"],
+        json!(telemesh_core::scavenge::PRIORITY),
+        "the contract's priority"
+    );
+
+    // The descheduler policy.
     let cm = find(&docs, "ConfigMap", "telemesh-descheduler-policy");
     let embedded: Json =
         serde_yaml_ng::from_str(cm["data"]["policy.yaml"].as_str().unwrap()).unwrap();
@@ -609,6 +627,11 @@ async fn rendered_objects_are_schema_valid() {
             "customresourcedefinition.apiextensions.k8s.io",
             "workloadactions.telemesh.io",
         ),
+        (
+            "customresourcedefinition.apiextensions.k8s.io",
+            "scavengerjobs.telemesh.io",
+        ),
+        ("priorityclass.scheduling.k8s.io", "telemesh-scavenger"),
         ("serviceaccount", "telemesh-agent"),
         ("serviceaccount", "telemesh-coordinator"),
         ("configmap", "telemesh-scheduler-config"),
@@ -1585,6 +1608,7 @@ mod chart {
         const ORDER: &[&str] = &[
             "Namespace",
             "PodDisruptionBudget",
+            "PriorityClass",
             "ServiceAccount",
             "Secret",
             "ConfigMap",

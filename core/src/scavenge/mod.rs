@@ -17,6 +17,9 @@
 //! assumed to checkpoint exactly at its declared interval ([`last_checkpoint`]). The real
 //! checkpoint data belongs on the job's persistent volume; the marker only says when.
 
+pub mod controller;
+pub mod crd;
+
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
@@ -27,6 +30,10 @@ pub const JOB_LABEL: &str = "telemesh.io/scavenger-job";
 
 /// Annotation on scavenger pods: the declared `checkpointInterval`, in whole seconds.
 pub const CHECKPOINT_INTERVAL_ANNOTATION: &str = "telemesh.io/checkpoint-interval-seconds";
+
+/// Annotation on scavenger pods: the declared `minimumRun`, in whole seconds (when set): the
+/// time a run needs before its work counts as worth keeping.
+pub const MINIMUM_RUN_ANNOTATION: &str = "telemesh.io/minimum-run-seconds";
 
 /// The PriorityClass of every scavenger pod: below every other workload, and
 /// `preemptionPolicy: Never` (deploy/priorityclasses.yaml).
