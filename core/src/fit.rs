@@ -87,6 +87,17 @@ impl NodeInfo {
             *self.requested.entry(k.clone()).or_default() += v;
         }
     }
+
+    /// Stops counting a pod with `requests` on this node (a preemption victim being tried
+    /// without).
+    pub fn remove(&mut self, requests: &Resources) {
+        self.pods = self.pods.saturating_sub(1);
+        for (k, v) in requests {
+            if let Some(used) = self.requested.get_mut(k) {
+                *used = (*used - v).max(0.0);
+            }
+        }
+    }
 }
 
 fn lifecycle_taint(key: &str) -> Taint {

@@ -19,6 +19,8 @@
 
 pub mod controller;
 pub mod crd;
+pub mod pressure;
+pub mod victims;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -31,8 +33,8 @@ pub const JOB_LABEL: &str = "telemesh.io/scavenger-job";
 /// Annotation on scavenger pods: the declared `checkpointInterval`, in whole seconds.
 pub const CHECKPOINT_INTERVAL_ANNOTATION: &str = "telemesh.io/checkpoint-interval-seconds";
 
-/// Annotation on scavenger pods: the declared `minimumRun`, in whole seconds (when set): the
-/// time a run needs before its work counts as worth keeping.
+/// Annotation on scavenger pods: the declared minimum run (`minimumRun`), in whole seconds.
+/// Before a pod has run that long its work is not worth keeping ([`worth_keeping_from`]).
 pub const MINIMUM_RUN_ANNOTATION: &str = "telemesh.io/minimum-run-seconds";
 
 /// The PriorityClass of every scavenger pod: below every other workload, and
@@ -99,6 +101,21 @@ pub fn last_checkpoint(
         }
         None => started,
     }
+}
+
+/// The checkpoint to publish for a pod that started at `started`, whose [`last_checkpoint`] is
+/// `last`, under the job's `minimum_run`: work done before the pod has run that long is not
+/// worth keeping, so nothing counts as unsaved until then (`started + minimum_run`, which may
+/// lie ahead of now: [`unsaved`] gives zero for it). Without a minimum run, `last` itself.
+pub fn worth_keeping_from(
+    started: SystemTime,
+    last: SystemTime,
+    minimum_run: Option<Duration>,
+) -> SystemTime {
+    let Some(earliest) = minimum_run.and_then(|m| started.checked_add(m)) else {
+        return last;
+    };
+    last.max(earliest)
 }
 
 /// Work a pod would lose if stopped at `now`: the time since its last checkpoint.
@@ -274,6 +291,32 @@ mod tests {
         let last = last_checkpoint(at(100), None, Some(at(900)), at(200));
         assert_eq!(last, at(200));
         assert_eq!(unsaved(at(300), at(200)), Duration::ZERO);
+    }
+
+    #[test]
+    fn work_before_the_minimum_run_is_not_worth_keeping() {
+        let minimum = Some(Duration::from_secs(120));
+        // Young pod: its checkpoint is pushed to start + minimum run, so nothing is unsaved yet.
+        let young = worth_keeping_from(at(100), at(100), minimum);
+        assert_eq!(young, at(220));
+        assert_eq!(unsaved(young, at(150)), Duration::ZERO);
+        // Past the minimum run, with a checkpoint before it: unsaved since start + minimum run.
+        let grown = worth_keeping_from(at(100), at(160), minimum);
+        assert_eq!(grown, at(220));
+        assert_eq!(unsaved(grown, at(250)), Duration::from_secs(30));
+        // A checkpoint after the minimum run counts as is.
+        assert_eq!(worth_keeping_from(at(100), at(300), minimum), at(300));
+        // No minimum run, or a zero one: the last checkpoint.
+        assert_eq!(worth_keeping_from(at(100), at(130), None), at(130));
+        assert_eq!(
+            worth_keeping_from(at(100), at(130), Some(Duration::ZERO)),
+            at(130)
+        );
+        // An absurd minimum run does not overflow: the last checkpoint stands.
+        assert_eq!(
+            worth_keeping_from(at(100), at(130), Some(Duration::MAX)),
+            at(130)
+        );
     }
 
     #[test]

@@ -10,6 +10,7 @@
 
 pub mod config;
 pub mod extender;
+pub mod preemption;
 pub mod upstream;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};

@@ -1,0 +1,397 @@
+use std::collections::HashMap;
+use std::time::{Duration, UNIX_EPOCH};
+
+use super::*;
+
+const GIB: u64 = 1 << 30;
+
+fn pod(job: &str, checkpoint_s: u64, cpu_millis: u64, memory_bytes: u64) -> ScavengerPod {
+    ScavengerPod {
+        job: job.into(),
+        checkpoint_ms: checkpoint_s * 1000,
+        cpu_millis,
+        memory_bytes,
+    }
+}
+
+fn at(secs: u64) -> SystemTime {
+    UNIX_EPOCH + Duration::from_secs(secs)
+}
+
+/// Losses given per job, in CPU-seconds.
+fn losses(of: &[(&str, u64)]) -> impl Fn(&str) -> Loss + use<> {
+    let map: HashMap<String, Loss> = of
+        .iter()
+        .map(|(job, s)| ((*job).to_owned(), s * 1_000_000))
+        .collect();
+    move |job: &str| map.get(job).copied().unwrap_or(0)
+}
+
+#[test]
+fn a_pods_loss_is_unsaved_time_times_cores() {
+    // 2 cores, 90 s since the checkpoint: 180 CPU-seconds.
+    let p = pod("ns/a", 10, 2000, GIB);
+    assert_eq!(pod_loss(&p, at(100)), 180_000_000);
+    assert_eq!(cpu_seconds(pod_loss(&p, at(100))), 180.0);
+    // Half a core, 1.5 s.
+    let p = ScavengerPod {
+        checkpoint_ms: 98_500,
+        ..pod("ns/a", 0, 500, GIB)
+    };
+    assert_eq!(pod_loss(&p, at(100)), 750_000);
+    // No CPU request, or a checkpoint from the future: nothing to lose.
+    assert_eq!(pod_loss(&pod("ns/a", 10, 0, GIB), at(100)), 0);
+    assert_eq!(pod_loss(&pod("ns/a", 200, 1000, GIB), at(100)), 0);
+}
+
+#[test]
+fn a_jobs_loss_sums_its_pods_everywhere() {
+    let pods = [
+        pod("ns/a", 90, 1000, GIB),
+        pod("ns/a", 50, 2000, GIB),
+        pod("ns/b", 99, 1000, GIB),
+    ];
+    let l = job_losses(&pods, at(100));
+    assert_eq!(l["ns/a"], 10_000_000 + 100_000_000);
+    assert_eq!(l["ns/b"], 1_000_000);
+    assert_eq!(l.len(), 2);
+    assert!(job_losses([], at(100)).is_empty());
+}
+
+#[test]
+fn needs_count_every_resource_and_one_slot() {
+    let need = Need::of([&pod("j/a", 0, 1000, GIB), &pod("j/b", 0, 500, GIB)]);
+    assert_eq!(
+        need,
+        Need {
+            cpu_millis: 1500,
+            memory_bytes: 2 * GIB,
+            pods: 2
+        }
+    );
+    let freed = |cpu, memory_bytes, pods| Need {
+        cpu_millis: cpu,
+        memory_bytes,
+        pods,
+    };
+    assert!(need.met_by(&freed(1500, 2 * GIB, 1)), "one slot is enough");
+    assert!(!need.met_by(&freed(1499, 3 * GIB, 1)));
+    assert!(!need.met_by(&freed(2000, 2 * GIB - 1, 1)));
+    let zero = Need {
+        pods: 1,
+        ..Need::default()
+    };
+    assert!(!zero.met_by(&Need::default()), "a pod needs a slot");
+    assert!(Need::default().met_by(&Need::default()));
+}
+
+#[test]
+fn nothing_chosen_gives_nothing_back() {
+    let ranked = rank_node(&NodeVictims::default(), &losses(&[]));
+    assert!(ranked.uids.is_empty());
+    assert_eq!(ranked.loss, Some(0), "no victim loses nothing");
+    assert_eq!((ranked.spared, ranked.loss_avoided()), (0, 0));
+}
+
+#[test]
+fn the_scavenger_with_more_unsaved_work_is_spared() {
+    let (dear, cheap) = (pod("ns/dear", 0, 1000, GIB), pod("ns/cheap", 0, 1000, GIB));
+    let node = NodeVictims {
+        chosen: vec![("u-dear", Chosen::Scavenger(&dear))],
+        pool: vec![("u-dear", &dear), ("u-cheap", &cheap)],
+    };
+    let ranked = rank_node(&node, &losses(&[("ns/dear", 500), ("ns/cheap", 20)]));
+    assert_eq!(ranked.uids, ["u-cheap"]);
+    assert_eq!(ranked.loss, Some(20_000_000));
+    assert_eq!(ranked.scheduler_loss, 500_000_000);
+    assert_eq!(ranked.loss_avoided(), 480_000_000);
+    assert_eq!(ranked.spared, 1);
+}
+
+#[test]
+fn a_replacement_must_free_every_resource() {
+    let victim = pod("ns/dear", 0, 1000, 2 * GIB);
+    let less_memory = pod("ns/a", 0, 4000, GIB);
+    let less_cpu = pod("ns/b", 0, 999, 8 * GIB);
+    let node = NodeVictims {
+        chosen: vec![("v", Chosen::Scavenger(&victim))],
+        pool: vec![("v", &victim), ("a", &less_memory), ("b", &less_cpu)],
+    };
+    let loss = losses(&[("ns/dear", 500), ("ns/a", 1), ("ns/b", 1)]);
+    let ranked = rank_node(&node, &loss);
+    // Neither alone frees enough; both together do, and lose less (2 against 500).
+    assert_eq!(ranked.uids, ["b", "a"]);
+    assert_eq!(ranked.loss, Some(2_000_000));
+    // Without the second, the scheduler's choice stands.
+    let node = NodeVictims {
+        pool: vec![("v", &victim), ("a", &less_memory)],
+        ..node
+    };
+    let ranked = rank_node(&node, &loss);
+    assert_eq!(ranked.uids, ["v"]);
+    assert_eq!((ranked.spared, ranked.loss_avoided()), (0, 0));
+}
+
+#[test]
+fn one_pod_instead_of_two_when_one_frees_as_much() {
+    // Everything just checkpointed: all losses are zero, so fewer pods decide.
+    let (a, b, big) = (
+        pod("ns/a", 100, 500, GIB),
+        pod("ns/b", 100, 500, GIB),
+        pod("ns/big", 100, 1000, 2 * GIB),
+    );
+    let node = NodeVictims {
+        chosen: vec![("a", Chosen::Scavenger(&a)), ("b", Chosen::Scavenger(&b))],
+        pool: vec![("a", &a), ("b", &b), ("big", &big)],
+    };
+    let ranked = rank_node(&node, &|_: &str| 0);
+    assert_eq!(ranked.uids, ["big"]);
+    assert_eq!((ranked.spared, ranked.loss), (2, Some(0)));
+}
+
+#[test]
+fn pods_of_one_job_cost_it_once_and_jobs_already_hit_are_free() {
+    let (j1, j2, other) = (
+        pod("ns/j", 0, 1000, GIB),
+        pod("ns/j", 0, 1000, GIB),
+        pod("ns/k", 0, 2000, 2 * GIB),
+    );
+    // The scheduler picked the one 2-core pod of k (loss 30); two pods of j lose 20 together.
+    let node = NodeVictims {
+        chosen: vec![("k", Chosen::Scavenger(&other))],
+        pool: vec![("j1", &j1), ("j2", &j2), ("k", &other)],
+    };
+    let ranked = rank_node(&node, &losses(&[("ns/j", 20), ("ns/k", 30)]));
+    assert_eq!(ranked.uids, ["j1", "j2"]);
+    assert_eq!(ranked.loss, Some(20_000_000));
+    // A pod of j is a victim the view cannot swap (not known): j is hit anyway, so taking
+    // the rest of j costs nothing and k is spared.
+    let node = NodeVictims {
+        chosen: vec![
+            ("x", Chosen::UnknownScavenger { job: Some("ns/j") }),
+            ("k", Chosen::Scavenger(&other)),
+        ],
+        pool: vec![("j1", &j1), ("j2", &j2), ("k", &other)],
+    };
+    let ranked = rank_node(&node, &losses(&[("ns/j", 20), ("ns/k", 5)]));
+    assert_eq!(ranked.uids, ["x", "j1", "j2"]);
+    assert_eq!(
+        ranked.loss, None,
+        "an unknown victim leaves the node unpriced"
+    );
+    assert_eq!((ranked.scheduler_loss, ranked.chosen_loss), (5_000_000, 0));
+}
+
+#[test]
+fn ties_keep_the_schedulers_choice() {
+    let (a, b) = (pod("ns/a", 0, 1000, GIB), pod("ns/b", 0, 1000, GIB));
+    let node = NodeVictims {
+        chosen: vec![("b", Chosen::Scavenger(&b))],
+        pool: vec![("a", &a), ("b", &b)],
+    };
+    let ranked = rank_node(&node, &losses(&[("ns/a", 7), ("ns/b", 7)]));
+    assert_eq!(ranked.uids, ["b"]);
+    assert_eq!(ranked.spared, 0);
+}
+
+#[test]
+fn other_and_unknown_victims_stay_and_leave_the_node_unpriced() {
+    let (dear, cheap) = (pod("ns/dear", 0, 1000, GIB), pod("ns/cheap", 0, 1000, GIB));
+    let node = NodeVictims {
+        chosen: vec![
+            ("web-1", Chosen::Other),
+            ("lagging", Chosen::UnknownScavenger { job: None }),
+            ("u-dear", Chosen::Scavenger(&dear)),
+        ],
+        pool: vec![("u-dear", &dear), ("u-cheap", &cheap)],
+    };
+    let ranked = rank_node(&node, &losses(&[("ns/dear", 9), ("ns/cheap", 1)]));
+    assert_eq!(ranked.uids, ["web-1", "lagging", "u-cheap"]);
+    assert_eq!(ranked.loss, None);
+    assert_eq!(ranked.spared, 1);
+}
+
+#[test]
+fn an_untrusted_node_is_left_as_the_scheduler_chose() {
+    // The caller gives no pool for a node whose gossip is stale.
+    let dear = pod("ns/dear", 0, 1000, GIB);
+    let node = NodeVictims {
+        chosen: vec![("u-dear", Chosen::Scavenger(&dear))],
+        pool: vec![],
+    };
+    let ranked = rank_node(&node, &losses(&[("ns/dear", 9)]));
+    assert_eq!(ranked.uids, ["u-dear"]);
+    assert_eq!(ranked.loss, Some(9_000_000));
+}
+
+#[test]
+fn dearer_priced_nodes_are_dropped_ties_and_unpriced_kept() {
+    assert!(drop_dearer_nodes(&[]).is_empty());
+    assert_eq!(drop_dearer_nodes(&[(0, None), (0, None)]), [false, false]);
+    assert_eq!(
+        drop_dearer_nodes(&[(0, Some(5)), (0, Some(3)), (0, Some(3)), (0, None)]),
+        [true, false, false, false]
+    );
+    // Fewer PDB violations rank first, as in pickOneNodeForPreemption.
+    assert_eq!(
+        drop_dearer_nodes(&[(1, Some(0)), (0, Some(9)), (0, Some(10))]),
+        [true, false, true]
+    );
+}
+
+/// splitmix64: a fixed sequence, so the comparison below is the same on every run.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// The least `(loss, pods)` over every subset of the pool that meets `need`.
+fn brute_force(
+    need: &Need,
+    pool: &[(&str, &ScavengerPod)],
+    hit: &[&str],
+    loss_of: &impl Fn(&str) -> Loss,
+) -> Option<(Loss, usize)> {
+    (1u32..1 << pool.len())
+        .filter_map(|mask| {
+            let pick: Vec<&ScavengerPod> = (0..pool.len())
+                .filter(|i| mask & (1 << i) != 0)
+                .map(|i| pool[i].1)
+                .collect();
+            if !need.met_by(&Need::of(pick.iter().copied())) {
+                return None;
+            }
+            let mut jobs: Vec<&str> = pick.iter().map(|p| p.job.as_str()).collect();
+            jobs.sort_unstable();
+            jobs.dedup();
+            let loss = jobs
+                .iter()
+                .filter(|j| !hit.contains(j))
+                .map(|j| loss_of(j))
+                .sum::<Loss>();
+            Some((loss, pick.len()))
+        })
+        .min()
+}
+
+#[test]
+fn the_search_is_safe_never_worse_than_the_scheduler_and_mostly_optimal() {
+    let mut rng = Rng(17);
+    let uids: Vec<String> = (0..10).map(|i| format!("u{i}")).collect();
+    let (mut cases, mut optimal, mut worst_ratio) = (0u32, 0u32, 1.0f64);
+    for _ in 0..4000 {
+        let jobs = 1 + rng.below(5);
+        let size = 1 + rng.below(9) as usize;
+        let pods: Vec<ScavengerPod> = (0..size)
+            .map(|_| {
+                ScavengerPod {
+                    job: format!("ns/j{}", rng.below(jobs)),
+                    checkpoint_ms: 0,
+                    // Coarse sizes, so equal and nested requests are common.
+                    cpu_millis: 250 * rng.below(5),
+                    memory_bytes: GIB / 4 * rng.below(5),
+                }
+            })
+            .collect();
+        let job_loss: HashMap<String, Loss> = (0..jobs)
+            .map(|j| (format!("ns/j{j}"), rng.below(4) * 1_000_000))
+            .collect();
+        let loss_of = |job: &str| job_loss.get(job).copied().unwrap_or(0);
+        let pool: Vec<(&str, &ScavengerPod)> = pods
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (uids[i].as_str(), p))
+            .collect();
+        // The scheduler's victims: a random non-empty part of the pool, maybe with a
+        // scavenger the view does not know.
+        let mut chosen: Vec<(&str, Chosen<'_>)> = pool
+            .iter()
+            .filter(|_| rng.below(3) == 0)
+            .map(|(uid, p)| (*uid, Chosen::Scavenger(p)))
+            .collect();
+        if chosen.is_empty() {
+            chosen.push((pool[0].0, Chosen::Scavenger(pool[0].1)));
+        }
+        let hit: Vec<&str> = if rng.below(4) == 0 {
+            chosen.push(("unknown", Chosen::UnknownScavenger { job: Some("ns/j0") }));
+            vec!["ns/j0"]
+        } else {
+            vec![]
+        };
+        let known: Vec<&ScavengerPod> = chosen
+            .iter()
+            .filter_map(|(_, c)| match c {
+                Chosen::Scavenger(p) => Some(*p),
+                _ => None,
+            })
+            .collect();
+        let need = Need::of(known.iter().copied());
+        let node = NodeVictims {
+            chosen: chosen.clone(),
+            pool: pool.clone(),
+        };
+        let ranked = rank_node(&node, &loss_of);
+
+        // Safe: the kept victims are all there, the rest are pool pods that free enough.
+        let mut sent = ranked.uids.clone();
+        sent.retain(|uid| *uid != "unknown");
+        assert_eq!(
+            sent.len() + hit.len(),
+            ranked.uids.len(),
+            "the unknown victim stays"
+        );
+        let mut distinct = sent.clone();
+        distinct.sort_unstable();
+        distinct.dedup();
+        assert_eq!(distinct.len(), sent.len(), "no uid twice");
+        let freed: Vec<&ScavengerPod> = sent
+            .iter()
+            .map(|uid| pool.iter().find(|(u, _)| u == uid).unwrap().1)
+            .collect();
+        assert!(
+            need.met_by(&Need::of(freed.iter().copied())),
+            "{node:?} -> {ranked:?}"
+        );
+        // Never worse than the scheduler.
+        assert!(
+            (ranked.chosen_loss, sent.len()) <= (ranked.scheduler_loss, known.len()),
+            "{node:?} -> {ranked:?}"
+        );
+        assert_eq!(
+            ranked.spared == 0,
+            ranked.uids == node.chosen.iter().map(|c| c.0).collect::<Vec<_>>()
+        );
+        // Against the optimum.
+        let best = brute_force(&need, &pool, &hit, &loss_of).unwrap();
+        cases += 1;
+        if (ranked.chosen_loss, sent.len()) == best {
+            optimal += 1;
+        }
+        if best.0 == 0 {
+            assert_eq!(ranked.chosen_loss, 0, "free pods cover the need: {node:?}");
+        } else {
+            worst_ratio = worst_ratio.max(ranked.chosen_loss as f64 / best.0 as f64);
+        }
+    }
+    let share = f64::from(optimal) / f64::from(cases);
+    eprintln!(
+        "optimal (loss and pods) in {optimal} of {cases} cases; worst loss ratio {worst_ratio:.2}"
+    );
+    // Seeded, so these are the same figures on every run (98 % and 1.5 when written).
+    assert!(share >= 0.95, "optimal in only {optimal} of {cases}");
+    assert!(
+        worst_ratio <= 2.0,
+        "a loss {worst_ratio:.2} times the least"
+    );
+}
