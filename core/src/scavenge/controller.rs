@@ -291,6 +291,46 @@ impl ClusterLoad {
     }
 }
 
+/// Whether a waiting job may start now, and if not, why (its status message).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Admission {
+    /// It is the head of the queue and fits under the threshold.
+    Start,
+    /// It waits; the reason is shown in its status.
+    Wait(String),
+}
+
+/// The admission of `sj`, waiting in `queue` ([`queue`]'s order): [`next_to_start`]'s answer,
+/// or why not.
+pub fn admission(
+    sj: &ScavengerJob,
+    queue: &[&ScavengerJob],
+    load: &ClusterLoad,
+    mode: UseMode,
+    threshold: f64,
+) -> Admission {
+    let same = |j: &&ScavengerJob| j.uid() == sj.uid() && j.name_any() == sj.name_any();
+    match queue.iter().position(same) {
+        Some(0) => {
+            let with = load.use_with(mode, &run_requests(sj));
+            if with <= threshold {
+                Admission::Start
+            } else {
+                Admission::Wait(format!(
+                    "waiting for room: cluster use would be {:.0}% with this job, over the {:.0}% threshold",
+                    with * 100.0,
+                    threshold * 100.0
+                ))
+            }
+        }
+        Some(ahead) => Admission::Wait(format!(
+            "waiting for its turn: {ahead} ScavengerJob{} ahead in the queue",
+            if ahead == 1 { "" } else { "s" }
+        )),
+        None => Admission::Wait("waiting".to_owned()),
+    }
+}
+
 /// The job that may start now: the head of `queue` ([`queue`]'s order) when use counting it
 /// stays at or under `threshold`. Strictly in order: a later, smaller job never jumps a head
 /// that does not fit, or a big interrupted job would starve behind a stream of small ones.
@@ -301,7 +341,7 @@ pub fn next_to_start<'a>(
     threshold: f64,
 ) -> Option<&'a ScavengerJob> {
     let head = *queue.first()?;
-    (load.use_with(mode, &run_requests(head)) <= threshold).then_some(head)
+    (admission(head, queue, load, mode, threshold) == Admission::Start).then_some(head)
 }
 
 // === reconcile ===
@@ -318,8 +358,8 @@ pub struct Observed<'a> {
     pub pods: &'a [Pod],
     /// Referenced PVCs, ConfigMaps and Secrets that do not exist (checked while waiting).
     pub missing: &'a [VolumeRef],
-    /// Admission: this job is the head of the queue and fits under the threshold.
-    pub may_start: bool,
+    /// Admission, for a waiting job ([`admission`]).
+    pub admission: &'a Admission,
     /// The controller's clock.
     pub now: Timestamp,
     /// How long a run's pods may stay unschedulable before the run is given up.
@@ -379,7 +419,8 @@ impl Transition {
 pub struct Decision {
     /// Jobs to delete (with their pods), by name.
     pub delete: Vec<String>,
-    /// The Job to create (after the status is written).
+    /// The Job to create (before the status is written: a run whose status write failed
+    /// leaves a Job the next reconcile deletes, never a run without its Job).
     pub create: Option<Job>,
     /// The status to write, when it changes.
     pub status: Option<ScavengerJobStatus>,
@@ -591,9 +632,22 @@ pub fn reconcile(o: &Observed<'_>) -> Decision {
         }
         // A new run starts only once the last one's Job and pods are gone: all pods of a
         // ScavengerJob run (and are interrupted) together, never two runs at once.
-        if !stale.is_empty() || !o.pods.is_empty() || !o.may_start {
+        let wait = match o.admission {
+            _ if !stale.is_empty() || !o.pods.is_empty() => None,
+            Admission::Wait(why) => Some(why.clone()),
+            Admission::Start => None,
+        };
+        if !stale.is_empty() || !o.pods.is_empty() || wait.is_some() {
+            // Say why it waits (writing only a changed message; a first status says Pending).
+            let status = wait
+                .filter(|why| *why != old.message || o.sj.status.is_none())
+                .map(|why| ScavengerJobStatus {
+                    message: why,
+                    ..old.clone()
+                });
             return Decision {
                 delete: stale,
+                status,
                 ..Default::default()
             };
         }

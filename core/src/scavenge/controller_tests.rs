@@ -97,7 +97,7 @@ struct Case {
     jobs: Vec<Job>,
     pods: Vec<Pod>,
     missing: Vec<VolumeRef>,
-    may_start: bool,
+    admission: Admission,
     now: Timestamp,
 }
 
@@ -108,7 +108,7 @@ impl Case {
             jobs: Vec::new(),
             pods: Vec::new(),
             missing: Vec::new(),
-            may_start: false,
+            admission: Admission::Wait("waiting for its turn".into()),
             now: at(1000),
         }
     }
@@ -119,7 +119,7 @@ impl Case {
             jobs: &self.jobs,
             pods: &self.pods,
             missing: &self.missing,
-            may_start: self.may_start,
+            admission: &self.admission,
             now: self.now,
             unschedulable_timeout: Duration::from_secs(30),
         })
@@ -349,6 +349,23 @@ fn only_the_head_of_the_queue_starts_and_only_under_the_threshold() {
         "the head does not fit, and nothing jumps it"
     );
     assert!(next_to_start(&[], &load(0.0, None), UseMode::Requested, 0.7).is_none());
+
+    // The same answers, with the reason to wait.
+    let admit = |j: &ScavengerJob, requested: f64| {
+        admission(j, &q, &load(requested, None), UseMode::Requested, 0.7)
+    };
+    assert_eq!(admit(&jobs[0], 6.0), Admission::Start);
+    assert_eq!(
+        admit(&jobs[0], 6.5),
+        Admission::Wait(
+            "waiting for room: cluster use would be 75% with this job, over the 70% threshold"
+                .into()
+        )
+    );
+    assert_eq!(
+        admit(&jobs[1], 0.0),
+        Admission::Wait("waiting for its turn: 1 ScavengerJob ahead in the queue".into())
+    );
 }
 
 // === reconcile: waiting ===
@@ -356,8 +373,21 @@ fn only_the_head_of_the_queue_starts_and_only_under_the_threshold() {
 #[test]
 fn a_waiting_job_starts_when_admitted() {
     let mut case = Case::new(sj("render"));
-    assert_eq!(case.decide(), Decision::default(), "not admitted: nothing");
-    case.may_start = true;
+    let waits = case.decide();
+    let s = waits.status.unwrap();
+    assert_eq!(
+        (s.phase, s.message.as_str()),
+        (Phase::Pending, "waiting for its turn"),
+        "not admitted: a first status says why"
+    );
+    assert!(waits.create.is_none() && waits.transition.is_none());
+    case.sj.status = Some(s);
+    assert_eq!(
+        case.decide(),
+        Decision::default(),
+        "the same reason is not written again"
+    );
+    case.admission = Admission::Start;
     let d = case.decide();
     assert_eq!(d.transition, Some(Transition::Started { run: 1 }));
     assert_eq!(d.create.as_ref().unwrap().name_any(), "render-1");
@@ -382,7 +412,7 @@ fn a_waiting_job_starts_when_admitted() {
         },
     );
     let mut case = Case::new(again);
-    case.may_start = true;
+    case.admission = Admission::Start;
     let d = case.decide();
     assert_eq!(d.create.unwrap().name_any(), "render-3");
     assert_eq!(d.status.unwrap().interrupted_count, 2);
@@ -391,7 +421,7 @@ fn a_waiting_job_starts_when_admitted() {
 #[test]
 fn a_new_run_waits_until_the_last_one_is_gone() {
     let mut case = Case::new(waiting("render", 1, "2026-01-01T00:00:00Z"));
-    case.may_start = true;
+    case.admission = Admission::Start;
     case.jobs = vec![job("render-1", &[])];
     case.pods = vec![pod("render-1-a", "render-1", "Running")];
     let d = case.decide();
@@ -400,13 +430,16 @@ fn a_new_run_waits_until_the_last_one_is_gone() {
     case.jobs.clear();
     assert_eq!(case.decide(), Decision::default(), "pods still terminating");
     case.pods.clear();
+    case.admission = Admission::Wait("waiting for room".into());
+    assert_eq!(case.decide().status.unwrap().message, "waiting for room");
+    case.admission = Admission::Start;
     assert!(case.decide().create.is_some());
 }
 
 #[test]
 fn missing_volume_sources_fail_the_job_naming_each() {
     let mut case = Case::new(sj("render"));
-    case.may_start = true;
+    case.admission = Admission::Start;
     case.missing = vec![
         VolumeRef::Claim("render-work".into()),
         VolumeRef::Secret("render-token".into()),
@@ -461,7 +494,7 @@ fn ended_jobs_are_left_alone() {
             },
         ));
         case.jobs = vec![job("render-1", &["Complete"])];
-        case.may_start = true;
+        case.admission = Admission::Start;
         assert_eq!(case.decide(), Decision::default());
     }
 }

@@ -16,6 +16,10 @@ use serde::{Deserialize, Serialize};
 /// The CRD manifest, for tests and `telemesh-sim dev` to install.
 pub const CRD_YAML: &str = include_str!("../../../deploy/crds/scavengerjobs.telemesh.io.yaml");
 
+/// The scavengers' PriorityClass manifest (`deploy/priorityclasses.yaml`), for tests and
+/// `telemesh-sim dev` to apply.
+pub const PRIORITY_CLASS_YAML: &str = include_str!("../../../deploy/priorityclasses.yaml");
+
 /// `spec`: what to run and how it checkpoints.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[kube(
@@ -368,6 +372,19 @@ mod tests {
             .map(|c| c.name.clone())
             .collect();
         assert_eq!(columns, ["Phase", "Interrupted", "Running-For", "Age"]);
+    }
+
+    #[test]
+    fn the_priority_class_is_the_contracts() {
+        let pc: k8s_openapi::api::scheduling::v1::PriorityClass =
+            serde_yaml_ng::from_str(PRIORITY_CLASS_YAML).unwrap();
+        assert_eq!(
+            pc.metadata.name.as_deref(),
+            Some(super::super::PRIORITY_CLASS)
+        );
+        assert_eq!(pc.value, super::super::PRIORITY);
+        assert_eq!(pc.preemption_policy.as_deref(), Some("Never"));
+        assert_eq!(pc.global_default, Some(false));
     }
 
     #[test]
