@@ -142,7 +142,11 @@ pub struct Cli {
     #[arg(long, env = "TELEMESH_SHUTDOWN_GRACE", default_value = "5s", value_parser = parse_duration)]
     pub shutdown_grace: Duration,
     #[command(flatten)]
+    pub leader: crate::leader::LeaderArgs,
+    #[command(flatten)]
     pub executor: crate::actions::executor::ExecutorArgs,
+    #[command(flatten)]
+    pub scavengers: crate::scavenge::ScavengerArgs,
 }
 
 pub use telemesh_core::cli::{GossipSecurity, GossipSettings, GossipSettingsError};
@@ -189,8 +193,12 @@ pub struct Config {
     pub quic: Option<QuicSettings>,
     /// Shutdown grace.
     pub shutdown_grace: Duration,
+    /// Leader election.
+    pub leader: crate::leader::Settings,
     /// The action executor.
     pub executor: crate::actions::executor::Settings,
+    /// The ScavengerJob controller.
+    pub scavengers: crate::scavenge::Settings,
 }
 
 /// A flag combination that cannot work.
@@ -343,7 +351,9 @@ impl TryFrom<Cli> for Config {
             },
             quic,
             shutdown_grace: cli.shutdown_grace,
+            leader: cli.leader.into(),
             executor: cli.executor.into(),
+            scavengers: crate::scavenge::Settings::try_from(cli.scavengers)?,
         })
     }
 }
