@@ -5,7 +5,8 @@
 //! serves a JSON API ([`api`]) and `/metrics`, `/healthz`, `/readyz` ([`health`]), and workload
 //! actions ([`actions`]): every replica accepts WAM's JSON-RPC calls on `POST /rpc` and stores
 //! them as WorkloadActions, the replica holding the executor Lease runs them, and every
-//! replica's extender enforces the placements they ask for.
+//! replica's extender enforces the placements they ask for. The same replica, elected through
+//! one Lease ([`leader`]), runs the ScavengerJob controller ([`scavenge`]).
 //!
 //! The binary is a thin `main`; everything runs from [`run`] so tests and the dev cluster can
 //! start replicas in-process.
@@ -15,9 +16,11 @@ pub mod api;
 pub mod config;
 pub mod extender;
 pub mod health;
+pub mod leader;
 pub mod metrics;
 pub mod policies;
 pub mod run;
+pub mod scavenge;
 pub mod view;
 
 pub use run::{Coordinator, start};

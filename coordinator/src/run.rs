@@ -1,5 +1,6 @@
 //! Starting and stopping a coordinator replica: the gossip observer and the view updater, the
-//! TASPolicy watch, and the extender, API (JSON API and JSON-RPC) and health servers.
+//! TASPolicy watch, the leader Lease with the action executor and the ScavengerJob controller
+//! that follow it, and the extender, API (JSON API and JSON-RPC) and health servers.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -170,6 +171,17 @@ pub async fn start(config: Config, stop: CancellationToken) -> anyhow::Result<Co
             .watch(client.clone(), policy_metrics, stop.child_token()),
     );
 
+    // One leader Lease: its holder executes workload actions and runs the ScavengerJob
+    // controller.
+    let (leading_tx, leading) = tokio::sync::watch::channel(false);
+    tasks.spawn(crate::leader::campaign(
+        client.clone(),
+        config.leader.clone(),
+        config.replica_name.clone(),
+        leading_tx,
+        stop.child_token(),
+    ));
+
     // Workload actions: every replica follows placements; the Lease holder executes.
     let placements = crate::actions::placements::Placements::default();
     tasks.spawn(placements.clone().watch(client.clone(), stop.child_token()));
@@ -182,9 +194,24 @@ pub async fn start(config: Config, stop: CancellationToken) -> anyhow::Result<Co
     );
     tasks.spawn(crate::actions::executor::run(
         executor,
-        config.replica_name.clone(),
+        leading.clone(),
         stop.child_token(),
     ));
+
+    // ScavengerJobs, on the Lease holder.
+    if config.scavengers.enabled {
+        let parts = crate::scavenge::Parts {
+            client: client.clone(),
+            settings: config.scavengers.clone(),
+            metrics: crate::scavenge::Metrics::register(
+                registry.sub_registry_with_prefix("scavengers"),
+            ),
+            view: view.clone(),
+            stale_after: config.settings.stale_after,
+            replica: config.replica_name.clone(),
+        };
+        tasks.spawn(crate::scavenge::run(parts, leading, stop.child_token()));
+    }
 
     // The extender.
     let mut extender = Extender::new(view.clone(), policies.clone(), config.settings);

@@ -43,9 +43,20 @@ pub struct Coordinator {
     pub extender: SocketAddr,
     /// The JSON API (`/api/v1/nodes`).
     pub api: SocketAddr,
+    /// `/metrics`, `/healthz`, `/readyz`.
+    pub http: SocketAddr,
 }
 
 impl Coordinator {
+    /// This replica's `/metrics` text (empty if it does not answer).
+    pub async fn metrics(&self) -> String {
+        let url = format!("http://{}/metrics", self.http);
+        telemesh_sim::cluster::http::request(http::Method::GET, &url, None)
+            .await
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .unwrap_or_default()
+    }
+
     /// The extender `urlPrefix` that reaches this replica.
     pub fn url_prefix(&self) -> String {
         format!("http://{}/scheduler", self.extender)
@@ -154,10 +165,14 @@ impl Mesh {
             let api = process
                 .wait_for_line("the API address", MESH_WAIT, addr("api.addr"))
                 .await;
+            let http = process
+                .wait_for_line("the metrics address", MESH_WAIT, addr("http.addr"))
+                .await;
             coordinators.push(Coordinator {
                 process,
                 extender,
                 api,
+                http,
             });
         }
         let mesh = Self {

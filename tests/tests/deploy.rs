@@ -9,8 +9,9 @@
 //!   kinds included.
 //! - RBAC: the real agent and coordinator, each with its own token, do their normal work
 //!   against a sim that authorizes with the rendered roles (the coordinator's includes running
-//!   workload actions that a caller with its own token sends to `POST /rpc`): no call is
-//!   denied, and every granted rule is used.
+//!   workload actions that a caller with its own token sends to `POST /rpc`, and
+//!   ScavengerJobs run to the end and interrupted): no call is denied, and every granted rule
+//!   is used.
 #![allow(clippy::unwrap_used)]
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -174,6 +175,7 @@ fn the_chart_ships_deploys_crd_scheduler_and_descheduler_files_unchanged() {
     assert_eq!(
         sources,
         [
+            "scavengerjobs.telemesh.io.yaml",
             "taspolicies.telemetry.intel.com.yaml",
             "workloadactions.telemesh.io.yaml"
         ]
@@ -209,8 +211,25 @@ fn the_chart_ships_deploys_crd_scheduler_and_descheduler_files_unchanged() {
     ext.as_object_mut().unwrap().remove("tlsConfig");
     assert_eq!(plain, want);
 
-    // The descheduler policy.
+    // The scavengers' PriorityClass.
     let docs = render(json!({}));
+    let source: Json = serde_yaml_ng::from_str(
+        &std::fs::read_to_string(repo().join("deploy/priorityclasses.yaml")).unwrap(),
+    )
+    .unwrap();
+    let mut rendered = find(&docs, "PriorityClass", "telemesh-scavenger").clone();
+    rendered["metadata"]
+        .as_object_mut()
+        .unwrap()
+        .remove("labels");
+    assert_eq!(rendered, source);
+    assert_eq!(
+        source["value"],
+        json!(telemesh_core::scavenge::PRIORITY),
+        "the contract's priority"
+    );
+
+    // The descheduler policy.
     let cm = find(&docs, "ConfigMap", "telemesh-descheduler-policy");
     let embedded: Json =
         serde_yaml_ng::from_str(cm["data"]["policy.yaml"].as_str().unwrap()).unwrap();
@@ -481,6 +500,34 @@ async fn chart_values_render_what_they_promise() {
             }
         }
     }
+
+    // ScavengerJobs: the threshold and measure reach the flags; without the Secret check the
+    // coordinator is given no Secret at all.
+    let secrets_rule = |docs: &[chart::Doc]| {
+        find(docs, "ClusterRole", "telemesh-coordinator")["rules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["resources"] == json!(["secrets"]))
+    };
+    let coord_args = |docs: &[chart::Doc]| {
+        find(docs, "Deployment", "telemesh-coordinator")["spec"]["template"]["spec"]["containers"]
+            [0]["args"]
+            .clone()
+    };
+    let defaults = render(json!({}));
+    assert!(secrets_rule(&defaults));
+    let args = coord_args(&defaults);
+    assert_eq!(flag(&args, "--scavenger-threshold"), Some("0.7"));
+    assert_eq!(flag(&args, "--scavenger-use"), Some("requested"));
+    assert_eq!(flag(&args, "--scavenger-check-secrets"), Some("true"));
+    let strict =
+        render(json!({"scavengers": {"checkSecrets": false, "threshold": 0.5, "use": "both"}}));
+    assert!(!secrets_rule(&strict));
+    let args = coord_args(&strict);
+    assert_eq!(flag(&args, "--scavenger-check-secrets"), Some("false"));
+    assert_eq!(flag(&args, "--scavenger-threshold"), Some("0.5"));
+    assert_eq!(flag(&args, "--scavenger-use"), Some("both"));
 }
 
 /// Returns the pod template holding `spec` (the DaemonSet's or the Deployment's).
@@ -609,6 +656,11 @@ async fn rendered_objects_are_schema_valid() {
             "customresourcedefinition.apiextensions.k8s.io",
             "workloadactions.telemesh.io",
         ),
+        (
+            "customresourcedefinition.apiextensions.k8s.io",
+            "scavengerjobs.telemesh.io",
+        ),
+        ("priorityclass.scheduling.k8s.io", "telemesh-scavenger"),
         ("serviceaccount", "telemesh-agent"),
         ("serviceaccount", "telemesh-coordinator"),
         ("configmap", "telemesh-scheduler-config"),
@@ -892,6 +944,75 @@ async fn act(env: &SimEnv, api: SocketAddr, method: &str, params: Json) -> Workl
     succeeded(env, api, &id, &format!("{method} {params}")).await
 }
 
+/// Drives two ScavengerJobs through the controller (see the RBAC test).
+async fn scavenger_work(env: &SimEnv, admin: &kube::Client, kubectl: &telemesh_tests::Kubectl) {
+    use telemesh_core::scavenge::crd::{Phase, ScavengerJob};
+    kubectl
+        .run_stdin(
+            &["apply", "-f", "-"],
+            Some(&format!(
+                "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {{name: work, namespace: {ACTIONS_NS}}}\n\
+                 spec: {{accessModes: [ReadWriteOnce], resources: {{requests: {{storage: 1Gi}}}}}}\n\
+                 ---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: conf, namespace: {ACTIONS_NS}}}\n\
+                 ---\napiVersion: v1\nkind: Secret\nmetadata: {{name: token, namespace: {ACTIONS_NS}}}\n"
+            )),
+        )
+        .await;
+    let job = |name: &str, run_for: &str| -> ScavengerJob {
+        serde_json::from_value(json!({
+            "apiVersion": "telemesh.io/v1alpha1", "kind": "ScavengerJob",
+            "metadata": {"name": name, "namespace": ACTIONS_NS},
+            "spec": {
+                "image": "registry.k8s.io/pause:3.10",
+                "resources": {"requests": {"cpu": "1m", "memory": "1Mi"}},
+                "volumes": [
+                    {"name": "work", "mountPath": "/work", "persistentVolumeClaim": {"claimName": "work"}},
+                    {"name": "conf", "mountPath": "/etc/conf", "configMap": {"name": "conf"}},
+                    {"name": "token", "mountPath": "/var/token", "secret": {"secretName": "token"}}
+                ],
+                "checkpointInterval": "1m",
+                "podMetadata": {"annotations": {"sim.telemesh.io/run-for": run_for}}
+            }
+        }))
+        .unwrap()
+    };
+    let sjs = Api::<ScavengerJob>::namespaced(admin.clone(), ACTIONS_NS);
+    for (name, run_for) in [("sweep", "1s"), ("long", "1h")] {
+        sjs.create(&PostParams::default(), &job(name, run_for))
+            .await
+            .unwrap();
+    }
+    let phase = |name: &'static str| {
+        let sjs = sjs.clone();
+        async move { sjs.get(name).await.unwrap().status.unwrap_or_default() }
+    };
+    until(env, "ScavengerJob sweep Succeeded", || async {
+        let s = phase("sweep").await;
+        assert_ne!(s.phase, Phase::Failed, "{}", s.message);
+        (s.phase == Phase::Succeeded).then_some(())
+    })
+    .await;
+    let pods: Api<Pod> = Api::namespaced(admin.clone(), ACTIONS_NS);
+    let victim = until(env, "ScavengerJob long running its pod", || async {
+        let s = phase("long").await;
+        (s.phase == Phase::Running).then_some(())?;
+        s.pods.first().cloned()
+    })
+    .await;
+    pods.delete(&victim, &DeleteParams::default())
+        .await
+        .unwrap();
+    until(
+        env,
+        "ScavengerJob long interrupted and running again",
+        || async {
+            let s = phase("long").await;
+            (s.interrupted_count == 1 && s.phase == Phase::Running).then_some(())
+        },
+    )
+    .await;
+}
+
 /// How many `verb`s of `resource` the sim authorized for `user` so far.
 fn calls(env: &SimEnv, user: &str, verb: &str, resource: &str) -> usize {
     env.sim
@@ -1077,6 +1198,7 @@ async fn rbac_grants_exactly_what_the_binaries_call() {
         "--http-listen=127.0.0.1:0",
         "--gossip-interval=100ms",
         "--view-sync-timeout=1s",
+        "--scavenger-admission-interval=200ms",
     ])
     .args(
         ["--leader-lease", "--leader-lease-namespace"]
@@ -1363,6 +1485,11 @@ async fn rbac_grants_exactly_what_the_binaries_call() {
         json!({"workload": web, "resources": {"container_name": "pause", "cpu_request": "2m"}}),
     )
     .await;
+
+    // The ScavengerJob controller's work, on the same leader: one job mounting a PVC, a
+    // ConfigMap and a Secret runs to the end; another is interrupted (its pod deleted, as a
+    // preemption would) and starts again.
+    scavenger_work(&env, &admin, &kubectl).await;
     drop(parts);
 
     assert!(agent_proc.is_running() && coordinator_proc.is_running());
@@ -1585,6 +1712,7 @@ mod chart {
         const ORDER: &[&str] = &[
             "Namespace",
             "PodDisruptionBudget",
+            "PriorityClass",
             "ServiceAccount",
             "Secret",
             "ConfigMap",

@@ -17,6 +17,8 @@
 //! assumed to checkpoint exactly at its declared interval ([`last_checkpoint`]). The real
 //! checkpoint data belongs on the job's persistent volume; the marker only says when.
 
+pub mod controller;
+pub mod crd;
 pub mod pressure;
 pub mod victims;
 

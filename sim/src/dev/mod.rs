@@ -160,6 +160,15 @@ pub async fn run(args: DevArgs) -> anyhow::Result<bool> {
         let client = sim.client().await?;
         // Before the coordinators start: their executor watches WorkloadActions.
         install_crd(&client, telemesh_core::action::crd::CRD_YAML, "WorkloadAction").await?;
+        // ... and their ScavengerJob controller watches ScavengerJobs, whose pods need the class.
+        install_crd(&client, telemesh_core::scavenge::crd::CRD_YAML, "ScavengerJob").await?;
+        let class: k8s_openapi::api::scheduling::v1::PriorityClass =
+            serde_yaml_ng::from_str(telemesh_core::scavenge::crd::PRIORITY_CLASS_YAML)
+                .context("the scavengers' PriorityClass")?;
+        Api::<k8s_openapi::api::scheduling::v1::PriorityClass>::all(client.clone())
+            .create(&PostParams::default(), &class)
+            .await
+            .context("creating the scavengers' PriorityClass")?;
         let kubeconfig = dir.join("kubeconfig");
         let telemetry = scenario.prepare(&dir.join("nodes"), &nodes)?;
         let (faults, faults_rx) = watch::channel(Vec::new());

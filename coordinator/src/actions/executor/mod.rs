@@ -1,4 +1,4 @@
-//! The executor: on the replica holding the leader Lease (kube-lease-manager), it runs stored
+//! The executor: on the replica holding the leader Lease ([`crate::leader`]), it runs stored
 //! WorkloadActions. One at a time per workload in arrival order ([`queue`]), at most
 //! `--action-parallelism` at once, each as steps recorded in status before they act
 //! ([`methods`], [`record`]), so a new leader resumes an action where the old one died and no
@@ -20,7 +20,6 @@ use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt as _, watcher};
 use kube::{Api, Client, Resource as _, ResourceExt as _};
-use kube_lease_manager::LeaseManagerBuilder;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -31,6 +30,7 @@ use telemesh_core::action::{
     ActionPhase, ActionRequest, Method, ObjectRef, ScaleTarget, WorkloadAction,
 };
 use telemesh_core::cli::parse_duration;
+use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
@@ -77,24 +77,6 @@ impl Failure {
 /// Executor flags.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ExecutorArgs {
-    /// Name of the Lease the replicas elect the action executor with.
-    #[arg(
-        long,
-        env = "TELEMESH_LEADER_LEASE",
-        default_value = "telemesh-coordinator"
-    )]
-    pub leader_lease: String,
-    /// Namespace of that Lease (the chart sets the release namespace).
-    #[arg(
-        long,
-        env = "TELEMESH_LEADER_LEASE_NAMESPACE",
-        default_value = "default"
-    )]
-    pub leader_lease_namespace: String,
-    /// How long the Lease is held without renewal: how soon another replica takes over from a
-    /// dead leader.
-    #[arg(long, env = "TELEMESH_LEADER_LEASE_DURATION", default_value = "15s", value_parser = parse_duration)]
-    pub leader_lease_duration: Duration,
     /// Actions on different workloads run in parallel up to this many.
     #[arg(long, env = "TELEMESH_ACTION_PARALLELISM", default_value_t = 16)]
     pub action_parallelism: usize,
@@ -111,12 +93,6 @@ pub struct ExecutorArgs {
 /// The executor's validated settings.
 #[derive(Debug, Clone)]
 pub struct Settings {
-    /// Lease name.
-    pub lease: String,
-    /// Lease namespace.
-    pub lease_namespace: String,
-    /// Lease duration.
-    pub lease_duration: Duration,
     /// Parallel actions.
     pub parallelism: usize,
     /// Ready wait.
@@ -128,9 +104,6 @@ pub struct Settings {
 impl From<ExecutorArgs> for Settings {
     fn from(a: ExecutorArgs) -> Self {
         Self {
-            lease: a.leader_lease,
-            lease_namespace: a.leader_lease_namespace,
-            lease_duration: a.leader_lease_duration.max(Duration::from_secs(2)),
             parallelism: a.action_parallelism.max(1),
             ready_timeout: a.action_ready_timeout,
             unschedulable_grace: a.action_unschedulable_grace,
@@ -253,71 +226,22 @@ pub fn context(
     })
 }
 
-/// Campaigns for the Lease until `stop`; leads (runs actions) while holding it.
-pub async fn run(ctx: Arc<Context>, identity: String, stop: CancellationToken) {
-    let secs = ctx.settings.lease_duration.as_secs().max(2);
-    let manager = loop {
-        let built = LeaseManagerBuilder::new(ctx.client.clone(), &ctx.settings.lease)
-            .with_namespace(&ctx.settings.lease_namespace)
-            .with_identity(&identity)
-            .with_duration(secs)
-            .with_grace((secs / 3).max(1))
-            .build()
-            .await;
-        match built {
-            Ok(m) => break m,
-            Err(e) => {
-                tracing::warn!(error = %e, lease = %ctx.settings.lease, "cannot set up the leader Lease; retrying in 5s");
-                tokio::select! {
-                    () = stop.cancelled() => return,
-                    () = tokio::time::sleep(Duration::from_secs(5)) => {}
-                }
-            }
+/// Runs actions while `leading` says this replica holds the leader Lease ([`crate::leader`]),
+/// until `stop`.
+pub async fn run(ctx: Arc<Context>, leading: watch::Receiver<bool>, stop: CancellationToken) {
+    crate::leader::follow(leading, stop, move |term| {
+        let ctx = ctx.clone();
+        async move {
+            tracing::info!("leading: running workload actions");
+            ctx.metrics.leader.set(1);
+            lead(ctx.clone(), term.clone()).await;
+            ctx.pods.close_all();
+            ctx.metrics.leader.set(0);
+            ctx.metrics.running.set(0);
+            tracing::info!("stopped running workload actions");
         }
-    };
-    let (mut leading, lease_task) = manager.watch().await;
-    loop {
-        // Wait to lead.
-        while !*leading.borrow_and_update() {
-            tokio::select! {
-                () = stop.cancelled() => break,
-                changed = leading.changed() => if changed.is_err() { break },
-            }
-        }
-        if stop.is_cancelled() || !*leading.borrow() {
-            break;
-        }
-        tracing::info!(replica = %identity, "leading: running workload actions");
-        ctx.metrics.leader.set(1);
-        let term = stop.child_token();
-        let lead = tokio::spawn(lead(ctx.clone(), term.clone()));
-        loop {
-            tokio::select! {
-                () = stop.cancelled() => break,
-                changed = leading.changed() => {
-                    if changed.is_err() || !*leading.borrow_and_update() { break }
-                }
-            }
-        }
-        term.cancel();
-        if let Err(e) = lead.await {
-            tracing::error!(error = %e, "the executor task failed");
-        }
-        ctx.pods.close_all();
-        ctx.metrics.leader.set(0);
-        ctx.metrics.running.set(0);
-        if stop.is_cancelled() {
-            break;
-        }
-        tracing::warn!(replica = %identity, "lost the leader Lease: stopped running actions");
-    }
-    // Dropping the receiver makes the lease task release the Lease.
-    drop(leading);
-    match lease_task.await {
-        Ok(Ok(_)) => tracing::info!("released the leader Lease"),
-        Ok(Err(e)) => tracing::warn!(error = %e, "releasing the leader Lease failed"),
-        Err(e) => tracing::warn!(error = %e, "the Lease task failed"),
-    }
+    })
+    .await;
 }
 
 /// Leads until `term`: follows every WorkloadAction and starts what may start.

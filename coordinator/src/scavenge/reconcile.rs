@@ -1,0 +1,457 @@
+//! The controller loop: a kube-runtime Controller over every ScavengerJob, owning their Jobs
+//! and watching pods labelled [`JOB_LABEL`], run one reconcile at a time (admission reads the
+//! use that the previous start changed) while this replica leads.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt as _;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{ConfigMap, Node, PersistentVolumeClaim, Pod, Secret};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{DeleteParams, ListParams, PostParams, PropagationPolicy};
+use kube::runtime::controller::{Action, Config as ControllerConfig};
+use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{Controller, WatchStreamExt as _, watcher};
+use kube::{Api, Client, Resource as _, ResourceExt as _};
+use parking_lot::Mutex;
+use telemesh_core::scavenge::JOB_LABEL;
+use telemesh_core::scavenge::controller::{
+    Admission, Decision, Observed, Transition, admission, queue, reconcile as decide,
+};
+use telemesh_core::scavenge::crd::{Phase, ScavengerJob, VolumeRef};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use super::load::{cluster_load, holds_capacity};
+use super::{Metrics, PhaseLabels, Settings};
+use crate::view::ClusterView;
+
+/// Why a reconcile did not finish (it is retried).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// An API call failed.
+    #[error("{what}: {source}")]
+    Api {
+        /// What was being done.
+        what: String,
+        /// The cause.
+        #[source]
+        source: kube::Error,
+    },
+}
+
+fn api(what: impl Into<String>) -> impl FnOnce(kube::Error) -> Error {
+    let what = what.into();
+    move |source| Error::Api { what, source }
+}
+
+/// What every reconcile shares.
+pub struct Context {
+    client: Client,
+    settings: Settings,
+    metrics: Metrics,
+    recorder: Recorder,
+    view: ClusterView,
+    stale_after: Duration,
+    nodes: Store<Node>,
+    pods: Store<Pod>,
+    jobs: Store<ScavengerJob>,
+    /// Jobs started whose Running status the store has not shown yet, by UID: their runs
+    /// count as load meanwhile, so two admissions in a row never count the same room.
+    starting: Mutex<HashMap<String, ScavengerJob>>,
+}
+
+/// What the controller is built from.
+#[derive(Clone)]
+pub struct Parts {
+    /// The client.
+    pub client: Client,
+    /// Settings.
+    pub settings: Settings,
+    /// Metrics.
+    pub metrics: Metrics,
+    /// The gossip view (measured use).
+    pub view: ClusterView,
+    /// Age beyond which a gossiped figure is unknown.
+    pub stale_after: Duration,
+    /// This replica's name (the Events' reporting instance).
+    pub replica: String,
+}
+
+/// Runs the controller while `leading` says this replica holds the leader Lease, until
+/// `stop`.
+pub async fn run(parts: Parts, leading: watch::Receiver<bool>, stop: CancellationToken) {
+    parts.metrics.threshold.set(parts.settings.threshold);
+    crate::leader::follow(leading, stop, move |term| {
+        let parts = parts.clone();
+        async move {
+            tracing::info!("leading: running the ScavengerJob controller");
+            parts.metrics.leader.set(1);
+            let metrics = parts.metrics.clone();
+            lead(parts, term).await;
+            metrics.leader.set(0);
+            tracing::info!("stopped the ScavengerJob controller");
+        }
+    })
+    .await;
+}
+
+/// Keeps a reflector `store` filled until `term`.
+fn follow_all<K>(api: Api<K>, term: CancellationToken) -> Store<K>
+where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned
+        + Send
+        + Sync
+        + 'static,
+{
+    let (store, writer) = reflector::store::<K>();
+    tokio::spawn(async move {
+        let mut changes =
+            reflector::reflector(writer, watcher::watcher(api, watcher::Config::default()))
+                .default_backoff()
+                .touched_objects()
+                .boxed();
+        loop {
+            tokio::select! {
+                () = term.cancelled() => return,
+                change = changes.next() => match change {
+                    None => return,
+                    Some(Err(e)) => tracing::warn!(error = %e, "a watch for scavenger admission failed; retrying"),
+                    Some(Ok(_)) => {}
+                },
+            }
+        }
+    });
+    store
+}
+
+async fn lead(parts: Parts, term: CancellationToken) {
+    let Parts {
+        client,
+        settings,
+        metrics,
+        view,
+        stale_after,
+        replica,
+    } = parts;
+    let sjs = Api::<ScavengerJob>::all(client.clone());
+    // Without the CRD the watches would fail forever: say what to do, and look again.
+    loop {
+        match sjs.list(&ListParams::default().limit(1)).await {
+            Ok(_) => break,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot list ScavengerJobs; install deploy/crds/scavengerjobs.telemesh.io.yaml or pass --scavengers=false; trying again in 30s");
+                tokio::select! {
+                    () = term.cancelled() => return,
+                    () = tokio::time::sleep(Duration::from_secs(30)) => {}
+                }
+            }
+        }
+    }
+    let labelled = watcher::Config::default().labels(JOB_LABEL);
+    let controller = Controller::new(sjs, watcher::Config::default())
+        .with_config(ControllerConfig::default().concurrency(1))
+        .owns(Api::<Job>::all(client.clone()), labelled.clone())
+        .watches(Api::<Pod>::all(client.clone()), labelled, |pod: Pod| {
+            let name = pod.labels().get(JOB_LABEL)?.clone();
+            Some(ObjectRef::<ScavengerJob>::new(&name).within(&pod.namespace()?))
+        });
+    let ctx = Arc::new(Context {
+        nodes: follow_all(Api::<Node>::all(client.clone()), term.clone()),
+        pods: follow_all(Api::<Pod>::all(client.clone()), term.clone()),
+        jobs: controller.store(),
+        recorder: Recorder::new(
+            client.clone(),
+            Reporter {
+                controller: "telemesh-coordinator".into(),
+                instance: Some(replica),
+            },
+        ),
+        client,
+        settings,
+        metrics,
+        view,
+        stale_after,
+        starting: Mutex::new(HashMap::new()),
+    });
+    tokio::select! {
+        () = term.cancelled() => return,
+        _ = async {
+            let _ = ctx.nodes.wait_until_ready().await;
+            let _ = ctx.pods.wait_until_ready().await;
+        } => {}
+    }
+    controller
+        .graceful_shutdown_on(term.cancelled_owned())
+        .run(reconcile, error_policy, ctx)
+        .for_each(|result| async move {
+            if let Err(e) = result {
+                tracing::debug!(error = %e, "ScavengerJob reconcile");
+            }
+        })
+        .await;
+}
+
+fn error_policy(sj: Arc<ScavengerJob>, error: &Error, _ctx: Arc<Context>) -> Action {
+    tracing::warn!(scavengerjob = %key(&sj), error = %error, "reconcile failed; retrying in 2s");
+    Action::requeue(Duration::from_secs(2))
+}
+
+fn key(sj: &ScavengerJob) -> String {
+    format!("{}/{}", sj.namespace().unwrap_or_default(), sj.name_any())
+}
+
+/// Whether the object `name` exists in `api`.
+async fn exists<K>(api: Api<K>, name: &str) -> Result<bool, Error>
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned,
+{
+    api.get_opt(name)
+        .await
+        .map(|o| o.is_some())
+        .map_err(self::api(format!("reading {name}")))
+}
+
+/// The PVCs, ConfigMaps and Secrets `sj` mounts that do not exist.
+async fn missing_volumes(
+    ctx: &Context,
+    sj: &ScavengerJob,
+    ns: &str,
+) -> Result<Vec<VolumeRef>, Error> {
+    let mut missing = Vec::new();
+    for v in &sj.spec.volumes {
+        let Some(source) = v.source() else { continue };
+        let found = match &source {
+            VolumeRef::Claim(n) => {
+                exists(
+                    Api::<PersistentVolumeClaim>::namespaced(ctx.client.clone(), ns),
+                    n,
+                )
+                .await?
+            }
+            VolumeRef::ConfigMap(n) => {
+                exists(Api::<ConfigMap>::namespaced(ctx.client.clone(), ns), n).await?
+            }
+            VolumeRef::Secret(n) if ctx.settings.check_secrets => {
+                exists(Api::<Secret>::namespaced(ctx.client.clone(), ns), n).await?
+            }
+            VolumeRef::Secret(_) => true,
+        };
+        if !found && !missing.contains(&source) {
+            missing.push(source);
+        }
+    }
+    Ok(missing)
+}
+
+/// Whether `sj` may start now (next in the queue and fits under the threshold), or why it
+/// waits; updates the use gauge.
+fn admitted(ctx: &Context, sj: &ScavengerJob) -> Admission {
+    let all = ctx.jobs.state();
+    let mut starting = ctx.starting.lock();
+    starting.retain(|uid, _| {
+        all.iter()
+            .find(|j| j.uid().as_deref() == Some(uid.as_str()))
+            .is_some_and(|j| j.phase().is_waiting())
+    });
+    let holding: Vec<&ScavengerJob> = all
+        .iter()
+        .map(AsRef::as_ref)
+        .filter(|j| holds_capacity(j))
+        .chain(starting.values())
+        .collect();
+    let load = cluster_load(
+        &ctx.nodes.state(),
+        &ctx.pods.state(),
+        holding,
+        &ctx.view.load(),
+        ctx.stale_after,
+    );
+    let mode = ctx.settings.mode;
+    ctx.metrics
+        .cluster_use
+        .set(load.use_with(mode, &Default::default()));
+    let waiting = queue(
+        all.iter()
+            .map(AsRef::as_ref)
+            .filter(|j| !starting.contains_key(j.uid().as_deref().unwrap_or_default())),
+    );
+    admission(sj, &waiting, &load, mode, ctx.settings.threshold)
+}
+
+fn count_phases(ctx: &Context) {
+    let all = ctx.jobs.state();
+    for phase in Phase::ALL {
+        let n = all.iter().filter(|j| j.phase() == phase).count();
+        ctx.metrics
+            .jobs
+            .get_or_create(&PhaseLabels {
+                phase: phase.into(),
+            })
+            .set(i64::try_from(n).unwrap_or(i64::MAX));
+    }
+}
+
+#[tracing::instrument(skip_all, fields(scavengerjob = %key(&cached)))]
+async fn reconcile(cached: Arc<ScavengerJob>, ctx: Arc<Context>) -> Result<Action, Error> {
+    count_phases(&ctx);
+    let ns = cached.namespace().unwrap_or_default();
+    let name = cached.name_any();
+    // Read it again: a change of its Job can trigger this before the watch has delivered the
+    // status this controller just wrote, and a stale phase would undo that work.
+    let Some(sj) = Api::<ScavengerJob>::namespaced(ctx.client.clone(), &ns)
+        .get_opt(&name)
+        .await
+        .map_err(api("reading the ScavengerJob"))?
+    else {
+        return Ok(Action::await_change());
+    };
+    if sj.phase().is_terminal() || sj.metadata.deletion_timestamp.is_some() {
+        return Ok(Action::await_change());
+    }
+    let selector = format!("{JOB_LABEL}={name}");
+    let owned = |refs: Option<&Vec<_>>| {
+        refs.into_iter().flatten().any(
+            |r: &k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference| {
+                Some(&r.uid) == sj.uid().as_ref()
+            },
+        )
+    };
+    let jobs_api = Api::<Job>::namespaced(ctx.client.clone(), &ns);
+    let jobs: Vec<Job> = jobs_api
+        .list(&ListParams::default().labels(&selector))
+        .await
+        .map_err(api("listing the Jobs"))?
+        .items
+        .into_iter()
+        .filter(|j| owned(j.metadata.owner_references.as_ref()))
+        .collect();
+    let pods: Vec<Pod> = Api::<Pod>::namespaced(ctx.client.clone(), &ns)
+        .list(&ListParams::default().labels(&selector))
+        .await
+        .map_err(api("listing the pods"))?
+        .items;
+    let waiting = sj.phase().is_waiting();
+    let missing = if waiting {
+        missing_volumes(&ctx, &sj, &ns).await?
+    } else {
+        Vec::new()
+    };
+    let admission = if waiting && missing.is_empty() {
+        admitted(&ctx, &sj)
+    } else {
+        Admission::Wait(String::new())
+    };
+    let decision = decide(&Observed {
+        sj: &sj,
+        jobs: &jobs,
+        pods: &pods,
+        missing: &missing,
+        admission: &admission,
+        now: Timestamp::now(),
+        unschedulable_timeout: ctx.settings.unschedulable_timeout,
+    });
+    apply(&ctx, &sj, &jobs_api, decision).await
+}
+
+/// Does what `decision` says: Jobs deleted and created, status written, the Event recorded.
+async fn apply(
+    ctx: &Context,
+    sj: &ScavengerJob,
+    jobs_api: &Api<Job>,
+    decision: Decision,
+) -> Result<Action, Error> {
+    let Decision {
+        delete,
+        create,
+        status,
+        transition,
+        requeue_after,
+    } = decision;
+    for name in &delete {
+        // Background: the garbage collector removes the pods; a new run waits until they are
+        // gone.
+        let params = DeleteParams {
+            propagation_policy: Some(PropagationPolicy::Background),
+            ..Default::default()
+        };
+        match jobs_api.delete(name, &params).await {
+            Ok(_) => tracing::info!(job = %name, "deleted the Job"),
+            Err(kube::Error::Api(e)) if e.code == 404 => {}
+            Err(e) => return Err(api(format!("deleting Job {name}"))(e)),
+        }
+    }
+    // The Job first: if the status write then fails, the next reconcile finds the Job of a
+    // run that never started and deletes it, instead of finding a run without its Job.
+    if let Some(job) = &create {
+        match jobs_api.create(&PostParams::default(), job).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 409 => {}
+            Err(e) => return Err(api(format!("creating Job {}", job.name_any()))(e)),
+        }
+    }
+    if let Some(status) = status {
+        let mut updated = sj.clone();
+        updated.status = Some(status);
+        Api::<ScavengerJob>::namespaced(ctx.client.clone(), &sj.namespace().unwrap_or_default())
+            .replace_status(&sj.name_any(), &PostParams::default(), &updated)
+            .await
+            .map_err(api("writing the status"))?;
+    }
+    if create.is_some()
+        && let Some(uid) = sj.uid()
+    {
+        ctx.starting.lock().insert(uid, sj.clone());
+    }
+    if let Some(t) = transition {
+        record(ctx, sj, &t).await;
+    }
+    Ok(if sj.phase().is_waiting() && create.is_none() {
+        Action::requeue(ctx.settings.admission_interval)
+    } else {
+        Action::requeue(requeue_after.unwrap_or(Duration::from_secs(60)))
+    })
+}
+
+/// Records `t` as an Event on `sj`, in the log and in the metrics.
+async fn record(ctx: &Context, sj: &ScavengerJob, t: &Transition) {
+    let note = match t {
+        Transition::Started { run } => format!("run {run} started"),
+        Transition::Interrupted {
+            reason,
+            wasted_cpu_seconds,
+        } => {
+            ctx.metrics.interruptions.inc();
+            ctx.metrics.wasted_cpu_seconds.inc_by(*wasted_cpu_seconds);
+            format!(
+                "{reason}; about {wasted_cpu_seconds:.0} CPU-seconds since the last checkpoint lost"
+            )
+        }
+        Transition::Unschedulable { reason } => {
+            format!("pods stayed unschedulable ({reason}); waiting for another turn")
+        }
+        Transition::Succeeded => "every pod finished".to_owned(),
+        Transition::Failed { reason } => reason.clone(),
+    };
+    tracing::info!(reason = t.reason(), note = %note, "ScavengerJob transition");
+    let event = KubeEvent {
+        type_: if t.is_warning() {
+            EventType::Warning
+        } else {
+            EventType::Normal
+        },
+        reason: t.reason().to_owned(),
+        note: Some(note.chars().take(1000).collect()),
+        action: "Reconcile".to_owned(),
+        secondary: None,
+    };
+    if let Err(e) = ctx.recorder.publish(&event, &sj.object_ref(&())).await {
+        tracing::debug!(error = %e, "cannot record an Event");
+    }
+}

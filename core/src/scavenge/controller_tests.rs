@@ -1,0 +1,707 @@
+//! Tests of the controller's decisions.
+#![allow(clippy::unwrap_used)]
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use serde_json::json;
+
+use super::*;
+use crate::scavenge::crd::{ScavengerJobSpec, ScavengerJobStatus};
+
+fn at(secs: i64) -> Timestamp {
+    Timestamp::from_second(1_767_225_600 + secs).unwrap()
+}
+
+fn sj(name: &str) -> ScavengerJob {
+    serde_json::from_value(json!({
+        "apiVersion": "telemesh.io/v1alpha1",
+        "kind": "ScavengerJob",
+        "metadata": {"name": name, "namespace": "batch", "uid": format!("uid-{name}"),
+            "generation": 1, "creationTimestamp": "2026-01-01T00:00:00Z"},
+        "spec": {
+            "image": "registry.example/render:1",
+            "command": ["/render"],
+            "args": ["--frames=100"],
+            "env": [{"name": "MODE", "value": "fast"}],
+            "resources": {"requests": {"cpu": "500m", "memory": "1Gi"},
+                          "limits": {"cpu": "1", "memory": "1Gi"}},
+            "volumes": [
+                {"name": "work", "mountPath": "/work", "persistentVolumeClaim": {"claimName": "render-work"}},
+                {"name": "conf", "mountPath": "/etc/render", "readOnly": true, "configMap": {"name": "render-conf"}},
+                {"name": "token", "mountPath": "/var/token", "secret": {"secretName": "render-token"}}
+            ],
+            "parallelism": 2,
+            "runAsUser": 1000,
+            "checkpointInterval": "1m",
+            "minimumRun": "5m",
+            "podMetadata": {"labels": {"team": "vfx"}, "annotations": {"sim.telemesh.io/run-for": "10m"}}
+        }
+    }))
+    .unwrap()
+}
+
+fn with_status(mut j: ScavengerJob, status: ScavengerJobStatus) -> ScavengerJob {
+    j.status = Some(status);
+    j
+}
+
+fn running(job: &str, since: i64, pods: &[&str]) -> ScavengerJobStatus {
+    ScavengerJobStatus {
+        phase: Phase::Running,
+        running_timestamps: vec![Time(at(since))],
+        current_run_start: Some(Time(at(since))),
+        checkpoint_window_start: Some(Time(at(since))),
+        job_name: Some(job.into()),
+        pods: pods.iter().map(|p| p.to_string()).collect(),
+        ..Default::default()
+    }
+}
+
+fn job(name: &str, conditions: &[&str]) -> Job {
+    let conditions: Vec<_> = conditions
+        .iter()
+        .map(|c| json!({"type": c, "status": "True"}))
+        .collect();
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": "batch"},
+        "status": {"conditions": conditions}
+    }))
+    .unwrap()
+}
+
+fn pod(name: &str, job: &str, phase: &str) -> Pod {
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": "batch",
+            "labels": {JOB_LABEL: "render", JOB_NAME_LABEL: job}},
+        "status": {"phase": phase}
+    }))
+    .unwrap()
+}
+
+fn with_condition(mut p: Pod, type_: &str, status: &str, message: &str) -> Pod {
+    let s = p.status.get_or_insert_with(Default::default);
+    s.conditions.get_or_insert_with(Vec::new).push(
+        serde_json::from_value(json!({"type": type_, "status": status, "message": message}))
+            .unwrap(),
+    );
+    p
+}
+
+struct Case {
+    sj: ScavengerJob,
+    jobs: Vec<Job>,
+    pods: Vec<Pod>,
+    missing: Vec<VolumeRef>,
+    admission: Admission,
+    now: Timestamp,
+}
+
+impl Case {
+    fn new(sj: ScavengerJob) -> Self {
+        Self {
+            sj,
+            jobs: Vec::new(),
+            pods: Vec::new(),
+            missing: Vec::new(),
+            admission: Admission::Wait("waiting for its turn".into()),
+            now: at(1000),
+        }
+    }
+
+    fn decide(&self) -> Decision {
+        reconcile(&Observed {
+            sj: &self.sj,
+            jobs: &self.jobs,
+            pods: &self.pods,
+            missing: &self.missing,
+            admission: &self.admission,
+            now: self.now,
+            unschedulable_timeout: Duration::from_secs(30),
+        })
+    }
+}
+
+// === the Job ===
+
+#[test]
+fn the_job_carries_everything_the_contract_names() {
+    let job = serde_json::to_value(job_for(&sj("render"), 3).unwrap()).unwrap();
+    assert_eq!(job["metadata"]["name"], "render-3");
+    assert_eq!(job["metadata"]["labels"][JOB_LABEL], "render");
+    let owner = &job["metadata"]["ownerReferences"][0];
+    assert_eq!(
+        (
+            &owner["kind"],
+            &owner["name"],
+            &owner["uid"],
+            &owner["controller"]
+        ),
+        (
+            &json!("ScavengerJob"),
+            &json!("render"),
+            &json!("uid-render"),
+            &json!(true)
+        )
+    );
+    let spec = &job["spec"];
+    assert_eq!(
+        (&spec["parallelism"], &spec["completions"]),
+        (&json!(2), &json!(2))
+    );
+    assert_eq!(spec["completionMode"], "NonIndexed");
+    assert_eq!(spec["backoffLimit"], 0);
+    let template = &spec["template"];
+    assert_eq!(
+        template["metadata"]["labels"],
+        json!({JOB_LABEL: "render", "team": "vfx"})
+    );
+    assert_eq!(
+        template["metadata"]["annotations"],
+        json!({
+            CHECKPOINT_INTERVAL_ANNOTATION: "60",
+            MINIMUM_RUN_ANNOTATION: "300",
+            "sim.telemesh.io/run-for": "10m"
+        })
+    );
+    let pod = &template["spec"];
+    assert_eq!(pod["restartPolicy"], "Never");
+    assert_eq!(pod["priorityClassName"], PRIORITY_CLASS);
+    assert_eq!(pod["securityContext"], json!({"runAsUser": 1000}));
+    assert_eq!(
+        pod["volumes"],
+        json!([
+            {"name": CHECKPOINT_VOLUME, "emptyDir": {}},
+            {"name": "work", "persistentVolumeClaim": {"claimName": "render-work"}},
+            {"name": "conf", "configMap": {"name": "render-conf"}},
+            {"name": "token", "secret": {"secretName": "render-token"}}
+        ])
+    );
+    let c = &pod["containers"][0];
+    assert_eq!(c["image"], "registry.example/render:1");
+    assert_eq!(
+        (&c["command"], &c["args"]),
+        (&json!(["/render"]), &json!(["--frames=100"]))
+    );
+    assert_eq!(
+        c["env"],
+        json!([
+            {"name": "MODE", "value": "fast"},
+            {"name": CHECKPOINT_FILE_ENV, "value": "/var/run/telemesh/checkpoint"}
+        ])
+    );
+    assert_eq!(
+        c["resources"]["requests"],
+        json!({"cpu": "500m", "memory": "1Gi"})
+    );
+    assert_eq!(
+        c["volumeMounts"],
+        json!([
+            {"name": CHECKPOINT_VOLUME, "mountPath": CHECKPOINT_MOUNT_PATH},
+            {"name": "work", "mountPath": "/work"},
+            {"name": "conf", "mountPath": "/etc/render", "readOnly": true},
+            {"name": "token", "mountPath": "/var/token"}
+        ])
+    );
+}
+
+#[test]
+fn a_bare_spec_gives_a_bare_job() {
+    let mut bare = sj("bare");
+    bare.spec = ScavengerJobSpec {
+        image: "busybox".into(),
+        checkpoint_interval: "90s".into(),
+        parallelism: 1,
+        ..Default::default()
+    };
+    let job = serde_json::to_value(job_for(&bare, 1).unwrap()).unwrap();
+    let pod = &job["spec"]["template"]["spec"];
+    assert!(pod.get("securityContext").is_none());
+    assert!(pod["containers"][0].get("command").is_none());
+    assert_eq!(
+        job["spec"]["template"]["metadata"]["annotations"],
+        json!({CHECKPOINT_INTERVAL_ANNOTATION: "90"})
+    );
+    assert_eq!(pod["volumes"].as_array().unwrap().len(), 1);
+}
+
+#[test]
+fn run_requests_count_every_pod_and_limits_stand_in() {
+    let r = run_requests(&sj("render"));
+    assert_eq!(r["cpu"], 1.0);
+    assert_eq!(r["memory"], 2.0 * 1024.0 * 1024.0 * 1024.0);
+    let mut limits_only = sj("l");
+    limits_only.spec.resources = serde_json::from_value(json!({"limits": {"cpu": "2"}})).unwrap();
+    assert_eq!(run_requests(&limits_only)["cpu"], 4.0);
+}
+
+// === the queue and admission ===
+
+fn waiting(name: &str, interrupted: u32, created: &str) -> ScavengerJob {
+    let mut j = sj(name);
+    j.metadata.creation_timestamp = Some(Time(created.parse().unwrap()));
+    let phase = if interrupted > 0 {
+        Phase::Interrupted
+    } else {
+        Phase::Pending
+    };
+    with_status(
+        j,
+        ScavengerJobStatus {
+            phase,
+            interrupted_count: interrupted,
+            ..Default::default()
+        },
+    )
+}
+
+#[test]
+fn the_queue_puts_the_most_interrupted_first_then_the_oldest_then_the_name() {
+    let jobs = [
+        waiting("young", 0, "2026-01-01T00:00:09Z"),
+        waiting("old", 0, "2026-01-01T00:00:01Z"),
+        waiting("twice", 2, "2026-01-01T00:00:08Z"),
+        waiting("once-b", 1, "2026-01-01T00:00:05Z"),
+        waiting("once-a", 1, "2026-01-01T00:00:05Z"),
+        with_status(sj("running"), running("running-1", 0, &[])),
+        with_status(
+            sj("done"),
+            ScavengerJobStatus {
+                phase: Phase::Succeeded,
+                interrupted_count: 9,
+                ..Default::default()
+            },
+        ),
+    ];
+    let order: Vec<String> = queue(&jobs).iter().map(|j| j.name_any()).collect();
+    assert_eq!(order, ["twice", "once-a", "once-b", "old", "young"]);
+    // No status yet is Pending, and a job being deleted waits for nothing.
+    let mut deleting = sj("deleting");
+    deleting.metadata.deletion_timestamp = Some(Time(at(0)));
+    let fresh = sj("fresh");
+    let order: Vec<String> = queue([&deleting, &fresh])
+        .iter()
+        .map(|j| j.name_any())
+        .collect();
+    assert_eq!(order, ["fresh"]);
+}
+
+fn load(requested_cpu: f64, measured_cpu: Option<f64>) -> ClusterLoad {
+    ClusterLoad {
+        allocatable: Resources::from([("cpu".into(), 10.0), ("memory".into(), 100e9)]),
+        requested: Resources::from([("cpu".into(), requested_cpu), ("memory".into(), 10e9)]),
+        measured: measured_cpu
+            .map(|m| BTreeMap::from([("cpu".to_owned(), m), ("memory".to_owned(), 0.1)]))
+            .unwrap_or_default(),
+    }
+}
+
+#[test]
+fn use_counts_the_candidate_by_the_chosen_measure() {
+    let one_cpu = Resources::from([("cpu".into(), 1.0)]);
+    let busy_requests = load(6.0, Some(0.2));
+    assert!((busy_requests.use_with(UseMode::Requested, &one_cpu) - 0.7).abs() < 1e-9);
+    assert!((busy_requests.use_with(UseMode::Measured, &one_cpu) - 0.3).abs() < 1e-9);
+    assert!((busy_requests.use_with(UseMode::Both, &one_cpu) - 0.7).abs() < 1e-9);
+    let busy_measured = load(1.0, Some(0.8));
+    assert!((busy_measured.use_with(UseMode::Both, &one_cpu) - 0.9).abs() < 1e-9);
+    // Memory counts too: the largest share wins.
+    let mem = Resources::from([("memory".into(), 80e9)]);
+    assert!((load(0.0, None).use_with(UseMode::Requested, &mem) - 0.9).abs() < 1e-9);
+    // No agent figures: measured falls back to requests.
+    assert!((load(6.0, None).use_with(UseMode::Measured, &one_cpu) - 0.7).abs() < 1e-9);
+    // No capacity at all: nothing fits.
+    assert!(
+        ClusterLoad::default()
+            .use_with(UseMode::Requested, &one_cpu)
+            .is_infinite()
+    );
+    assert_eq!(
+        ClusterLoad::default().use_with(UseMode::Requested, &Resources::new()),
+        0.0
+    );
+}
+
+#[test]
+fn only_the_head_of_the_queue_starts_and_only_under_the_threshold() {
+    // Each run of `render` requests 1 CPU (2 pods × 500m) of 10.
+    let jobs = [
+        waiting("first", 1, "2026-01-01T00:00:09Z"),
+        waiting("second", 0, "2026-01-01T00:00:01Z"),
+    ];
+    let q = queue(&jobs);
+    let pick = |requested: f64| {
+        next_to_start(&q, &load(requested, None), UseMode::Requested, 0.7).map(|j| j.name_any())
+    };
+    assert_eq!(pick(5.0).as_deref(), Some("first"));
+    assert_eq!(
+        pick(6.0).as_deref(),
+        Some("first"),
+        "exactly at the threshold starts"
+    );
+    assert_eq!(
+        pick(6.5),
+        None,
+        "the head does not fit, and nothing jumps it"
+    );
+    assert!(next_to_start(&[], &load(0.0, None), UseMode::Requested, 0.7).is_none());
+
+    // The same answers, with the reason to wait.
+    let admit = |j: &ScavengerJob, requested: f64| {
+        admission(j, &q, &load(requested, None), UseMode::Requested, 0.7)
+    };
+    assert_eq!(admit(&jobs[0], 6.0), Admission::Start);
+    assert_eq!(
+        admit(&jobs[0], 6.5),
+        Admission::Wait(
+            "waiting for room: cluster use would be 75% with this job, over the 70% threshold"
+                .into()
+        )
+    );
+    assert_eq!(
+        admit(&jobs[1], 0.0),
+        Admission::Wait("waiting for its turn: 1 ScavengerJob ahead in the queue".into())
+    );
+}
+
+// === reconcile: waiting ===
+
+#[test]
+fn a_waiting_job_starts_when_admitted() {
+    let mut case = Case::new(sj("render"));
+    let waits = case.decide();
+    let s = waits.status.unwrap();
+    assert_eq!(
+        (s.phase, s.message.as_str()),
+        (Phase::Pending, "waiting for its turn"),
+        "not admitted: a first status says why"
+    );
+    assert!(waits.create.is_none() && waits.transition.is_none());
+    case.sj.status = Some(s);
+    assert_eq!(
+        case.decide(),
+        Decision::default(),
+        "the same reason is not written again"
+    );
+    case.admission = Admission::Start;
+    let d = case.decide();
+    assert_eq!(d.transition, Some(Transition::Started { run: 1 }));
+    assert_eq!(d.create.as_ref().unwrap().name_any(), "render-1");
+    let s = d.status.unwrap();
+    assert_eq!(s.phase, Phase::Running);
+    assert_eq!(s.job_name.as_deref(), Some("render-1"));
+    assert_eq!(s.running_timestamps, [Time(at(1000))]);
+    assert_eq!(s.current_run_start, Some(Time(at(1000))));
+    assert_eq!(s.checkpoint_window_start, Some(Time(at(1000))));
+    let running = s.conditions.iter().find(|c| c.type_ == "Running").unwrap();
+    assert_eq!(running.status, "True");
+    assert_eq!(d.requeue_after, Some(Duration::from_secs(60)));
+
+    // The third run of a twice-interrupted job.
+    let again = with_status(
+        sj("render"),
+        ScavengerJobStatus {
+            phase: Phase::Interrupted,
+            interrupted_count: 2,
+            running_timestamps: vec![Time(at(1)), Time(at(2))],
+            ..Default::default()
+        },
+    );
+    let mut case = Case::new(again);
+    case.admission = Admission::Start;
+    let d = case.decide();
+    assert_eq!(d.create.unwrap().name_any(), "render-3");
+    assert_eq!(d.status.unwrap().interrupted_count, 2);
+}
+
+#[test]
+fn a_new_run_waits_until_the_last_one_is_gone() {
+    let mut case = Case::new(waiting("render", 1, "2026-01-01T00:00:00Z"));
+    case.admission = Admission::Start;
+    case.jobs = vec![job("render-1", &[])];
+    case.pods = vec![pod("render-1-a", "render-1", "Running")];
+    let d = case.decide();
+    assert_eq!(d.delete, ["render-1"]);
+    assert_eq!((d.create, d.status), (None, None));
+    case.jobs.clear();
+    assert_eq!(case.decide(), Decision::default(), "pods still terminating");
+    case.pods.clear();
+    case.admission = Admission::Wait("waiting for room".into());
+    assert_eq!(case.decide().status.unwrap().message, "waiting for room");
+    case.admission = Admission::Start;
+    assert!(case.decide().create.is_some());
+}
+
+#[test]
+fn missing_volume_sources_fail_the_job_naming_each() {
+    let mut case = Case::new(sj("render"));
+    case.admission = Admission::Start;
+    case.missing = vec![
+        VolumeRef::Claim("render-work".into()),
+        VolumeRef::Secret("render-token".into()),
+    ];
+    let d = case.decide();
+    assert!(d.create.is_none());
+    let s = d.status.unwrap();
+    assert_eq!(s.phase, Phase::Failed);
+    assert!(
+        s.message
+            .contains("PersistentVolumeClaim render-work, Secret render-token"),
+        "{}",
+        s.message
+    );
+    assert_eq!(s.finished_timestamp, Some(Time(at(1000))));
+    assert!(
+        s.conditions
+            .iter()
+            .any(|c| c.type_ == "Failed" && c.status == "True")
+    );
+    assert!(matches!(d.transition, Some(Transition::Failed { .. })));
+    case.missing.truncate(1);
+    let one = case.decide().status.unwrap().message;
+    assert!(
+        one.starts_with("missing volume source: PersistentVolumeClaim render-work;"),
+        "{one}"
+    );
+}
+
+#[test]
+fn an_interval_that_does_not_parse_fails_the_job() {
+    let mut bad = sj("render");
+    bad.spec.checkpoint_interval = "soon".into();
+    let d = Case::new(bad).decide();
+    let s = d.status.unwrap();
+    assert_eq!(s.phase, Phase::Failed);
+    assert!(
+        s.message.contains("checkpointInterval \"soon\""),
+        "{}",
+        s.message
+    );
+}
+
+#[test]
+fn ended_jobs_are_left_alone() {
+    for phase in [Phase::Succeeded, Phase::Failed] {
+        let mut case = Case::new(with_status(
+            sj("render"),
+            ScavengerJobStatus {
+                phase,
+                ..Default::default()
+            },
+        ));
+        case.jobs = vec![job("render-1", &["Complete"])];
+        case.admission = Admission::Start;
+        assert_eq!(case.decide(), Decision::default());
+    }
+}
+
+// === reconcile: running ===
+
+fn running_case(pods: Vec<Pod>, recorded: &[&str]) -> Case {
+    let mut case = Case::new(with_status(
+        sj("render"),
+        running("render-1", 970, recorded),
+    ));
+    case.jobs = vec![job("render-1", &[])];
+    case.pods = pods;
+    case
+}
+
+#[test]
+fn a_complete_job_succeeds() {
+    let mut case = running_case(vec![pod("a", "render-1", "Succeeded")], &["a"]);
+    case.jobs = vec![job("render-1", &["Complete"])];
+    let d = case.decide();
+    assert_eq!(d.transition, Some(Transition::Succeeded));
+    let s = d.status.unwrap();
+    assert_eq!(s.phase, Phase::Succeeded);
+    assert_eq!(s.finished_timestamp, Some(Time(at(1000))));
+    assert_eq!(s.current_run_start, None);
+    assert!(d.delete.is_empty(), "the finished Job stays for its logs");
+}
+
+#[test]
+fn a_pod_failing_on_its_own_fails_the_job() {
+    let failed: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "b", "labels": {JOB_NAME_LABEL: "render-1"}},
+        "status": {"phase": "Failed", "containerStatuses": [{"name": "job", "image": "x", "imageID": "",
+            "ready": false, "restartCount": 0,
+            "state": {"terminated": {"exitCode": 3, "reason": "Error"}}}]}
+    }))
+    .unwrap();
+    let case = running_case(vec![pod("a", "render-1", "Running"), failed], &["a", "b"]);
+    let d = case.decide();
+    let s = d.status.unwrap();
+    assert_eq!(s.phase, Phase::Failed);
+    assert_eq!(s.message, "pod b failed: exit code 3 (Error)");
+    assert_eq!(s.interrupted_count, 0);
+    assert_eq!(d.delete, ["render-1"], "the other pods stop");
+}
+
+#[test]
+fn a_preempted_pod_interrupts_the_whole_job() {
+    let victim = with_condition(
+        pod("b", "render-1", "Running"),
+        "DisruptionTarget",
+        "True",
+        "",
+    );
+    let case = running_case(vec![pod("a", "render-1", "Running"), victim], &["a", "b"]);
+    let d = case.decide();
+    assert_eq!(d.delete, ["render-1"]);
+    let s = d.status.unwrap();
+    assert_eq!(s.phase, Phase::Interrupted);
+    assert_eq!(s.interrupted_count, 1);
+    assert_eq!(s.interrupted_timestamps, [Time(at(1000))]);
+    assert_eq!((s.job_name, s.current_run_start), (None, None));
+    assert!(s.pods.is_empty());
+    assert!(
+        s.message.contains("pod b was preempted or evicted"),
+        "{}",
+        s.message
+    );
+    // Started at 970 with a 60 s interval: 30 s since the window start, 1 CPU in all.
+    match d.transition.unwrap() {
+        Transition::Interrupted {
+            wasted_cpu_seconds, ..
+        } => assert!((wasted_cpu_seconds - 30.0).abs() < 1e-9),
+        other => panic!("{other:?}"),
+    }
+    assert!((s.wasted_cpu_seconds - 30.0).abs() < 1e-9);
+}
+
+#[test]
+fn every_way_of_removing_a_pod_interrupts() {
+    let terminating = {
+        let mut p = pod("b", "render-1", "Running");
+        p.metadata.deletion_timestamp = Some(Time(at(999)));
+        p
+    };
+    let evicted = {
+        let mut p = pod("b", "render-1", "Failed");
+        p.status.as_mut().unwrap().reason = Some("Evicted".into());
+        p
+    };
+    let a = || pod("a", "render-1", "Running");
+    for (what, case) in [
+        (
+            "terminating",
+            running_case(vec![a(), terminating], &["a", "b"]),
+        ),
+        (
+            "evicted by the kubelet",
+            running_case(vec![a(), evicted], &["a", "b"]),
+        ),
+        (
+            "gone before finishing",
+            running_case(vec![a()], &["a", "b"]),
+        ),
+        ("Job removed", {
+            let mut c = running_case(vec![a()], &["a"]);
+            c.jobs.clear();
+            c
+        }),
+        ("Job failed, no pod failed on its own", {
+            let mut c = running_case(vec![a()], &["a"]);
+            c.jobs = vec![job("render-1", &["Failed"])];
+            c
+        }),
+    ] {
+        let s = case
+            .decide()
+            .status
+            .unwrap_or_else(|| panic!("{what}: no status"));
+        assert_eq!(s.phase, Phase::Interrupted, "{what}");
+        assert_eq!(s.interrupted_count, 1, "{what}");
+    }
+}
+
+#[test]
+fn unschedulable_pods_start_a_clock_and_give_up_after_the_timeout() {
+    let pending = || {
+        with_condition(
+            pod("a", "render-1", "Pending"),
+            "PodScheduled",
+            "False",
+            "0/3 nodes are available",
+        )
+    };
+    let case = running_case(vec![pending()], &[]);
+    let d = case.decide();
+    let s = d.status.unwrap();
+    assert_eq!(s.phase, Phase::Running);
+    assert_eq!(s.unschedulable_since, Some(Time(at(1000))));
+    assert_eq!(s.pods, ["a"]);
+    assert_eq!(d.requeue_after, Some(Duration::from_secs(30)));
+
+    let mut status = running("render-1", 970, &["a"]);
+    status.unschedulable_since = Some(Time(at(990)));
+    let mut case = Case::new(with_status(sj("render"), status.clone()));
+    case.jobs = vec![job("render-1", &[])];
+    case.pods = vec![pending()];
+    let d = case.decide();
+    assert_eq!(d.status, None, "10 s of 30: nothing to write");
+    assert_eq!(d.requeue_after, Some(Duration::from_secs(20)));
+
+    case.now = at(1020);
+    let d = case.decide();
+    assert_eq!(d.delete, ["render-1"]);
+    assert!(
+        matches!(d.transition, Some(Transition::Unschedulable { ref reason }) if reason == "0/3 nodes are available")
+    );
+    let s = d.status.unwrap();
+    assert_eq!(s.phase, Phase::Pending);
+    assert_eq!(s.interrupted_count, 0, "never ran: not an interruption");
+    assert_eq!(s.job_name, None);
+    assert!(s.message.contains("unschedulable for 30s"), "{}", s.message);
+
+    // Scheduled meanwhile: the clock stops.
+    case.now = at(1000);
+    case.pods = vec![pod("a", "render-1", "Running")];
+    assert_eq!(case.decide().status.unwrap().unschedulable_since, None);
+}
+
+#[test]
+fn a_healthy_run_records_its_pods_and_its_checkpoint_window() {
+    let case = running_case(
+        vec![
+            pod("a", "render-1", "Running"),
+            pod("b", "render-1", "Pending"),
+        ],
+        &["a"],
+    );
+    let d = case.decide();
+    let s = d.status.unwrap();
+    assert_eq!(s.pods, ["a", "b"]);
+    // Started at 970, interval 60: the window started at 970 and the next at 1030.
+    assert_eq!(s.checkpoint_window_start, Some(Time(at(970))));
+    assert_eq!(d.requeue_after, Some(Duration::from_secs(30)));
+    assert!(d.transition.is_none() && d.delete.is_empty() && d.create.is_none());
+
+    let mut later = running_case(
+        vec![
+            pod("a", "render-1", "Running"),
+            pod("b", "render-1", "Running"),
+        ],
+        &["a", "b"],
+    );
+    later.now = at(1100);
+    let s = later.decide().status.unwrap();
+    assert_eq!(s.checkpoint_window_start, Some(Time(at(1090))));
+
+    // Nothing changed: nothing to write.
+    let mut same = running_case(vec![pod("a", "render-1", "Running")], &["a"]);
+    same.now = at(1000);
+    assert_eq!(same.decide().status, None);
+}
+
+#[test]
+fn jobs_of_earlier_runs_are_deleted_while_running() {
+    let mut case = running_case(vec![pod("a", "render-1", "Running")], &["a"]);
+    case.jobs.push(job("render-0", &[]));
+    assert_eq!(case.decide().delete, ["render-0"]);
+}

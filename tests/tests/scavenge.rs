@@ -1,0 +1,454 @@
+//! ScavengerJobs end to end: sim with its kubelets and controllers, an agent per node and the
+//! real telemesh-coordinator running the ScavengerJob controller on its leader.
+//!
+//! - ScavengerJobs fill idle nodes up to the use threshold and no further; an ordinary
+//!   Deployment scaling up makes the real kube-scheduler preempt scavengers, which go
+//!   Interrupted, and come back first (ahead of a job that never ran) when room returns.
+//!   Skipped, saying so, when the kube-scheduler binary is absent.
+//! - A scavenger whose pod fails on its own goes Failed; one whose PVC and ConfigMap are missing
+//!   goes Failed naming both (sim's scheduler stand-in places the pods).
+//! - The CRD's schema refuses what it promises to refuse, and the shipped example is valid.
+#![allow(clippy::unwrap_used)]
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::scheduling::v1::PriorityClass;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::{Client, ResourceExt as _};
+use serde_json::{Value, json};
+use telemesh_core::scavenge::JOB_LABEL;
+use telemesh_core::scavenge::crd::{
+    CRD_YAML, PRIORITY_CLASS_YAML, Phase, ScavengerJob, ScavengerJobStatus,
+};
+use telemesh_sim::cluster::kubelet::{Fault, FaultRule};
+use telemesh_tests::cluster::{ClusterParts, create_deployment_with, live_pods};
+use telemesh_tests::mesh::Mesh;
+use telemesh_tests::upstream::{KUBE_SCHEDULER, KubeScheduler};
+use telemesh_tests::{SimEnv, eventually};
+
+const NS: &str = "batch";
+/// Three sim nodes of 8 CPUs: 24 in all.
+const NODES: [&str; 3] = ["sim-node-0", "sim-node-1", "sim-node-2"];
+/// Bounds a broken run; not a timing goal.
+const WAIT: Duration = Duration::from_secs(90);
+const COORDINATOR_ARGS: [&str; 4] = [
+    "--leader-lease-duration=3s",
+    "--scavenger-admission-interval=200ms",
+    "--scavenger-unschedulable-timeout=60s",
+    "--scavenger-threshold=0.7",
+];
+
+/// sim with kubelets and controllers, the ScavengerJob CRD and PriorityClass, namespace
+/// [`NS`], an agent per node and one coordinator.
+async fn start() -> (SimEnv, ClusterParts, Mesh, Client) {
+    telemesh_core::telemetry::init(telemesh_core::cli::LogFormat::Text, "warn");
+    let env = SimEnv::start(NODES.len()).await;
+    let parts = ClusterParts::start(&env, NODES.len()).await;
+    let client = env.client().await;
+    let crd: CustomResourceDefinition = serde_yaml_ng::from_str(CRD_YAML).unwrap();
+    Api::<CustomResourceDefinition>::all(client.clone())
+        .create(&PostParams::default(), &crd)
+        .await
+        .unwrap();
+    let class: PriorityClass = serde_yaml_ng::from_str(PRIORITY_CLASS_YAML).unwrap();
+    Api::<PriorityClass>::all(client.clone())
+        .create(&PostParams::default(), &class)
+        .await
+        .unwrap();
+    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": NS}})).unwrap();
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &ns)
+        .await
+        .unwrap();
+    let nodes: Vec<(&str, &str)> = NODES.iter().map(|n| (*n, "node_metric 1\n")).collect();
+    let mesh = Mesh::start_with(&env, &nodes, &[], &COORDINATOR_ARGS, 1).await;
+    (env, parts, mesh, client)
+}
+
+/// A ScavengerJob of one pod requesting `cpu`, running for `run_for` in sim, with `extra`
+/// merged into its spec.
+async fn scavenger(client: &Client, name: &str, cpu: &str, run_for: &str, extra: Value) {
+    let mut spec = json!({
+        "image": "registry.example/work:1",
+        "resources": {"requests": {"cpu": cpu, "memory": "64Mi"}},
+        "checkpointInterval": "30s",
+        "podMetadata": {"annotations": {"sim.telemesh.io/run-for": run_for}}
+    });
+    for (k, v) in extra.as_object().into_iter().flatten() {
+        spec[k] = v.clone();
+    }
+    let sj: ScavengerJob = serde_json::from_value(json!({
+        "apiVersion": "telemesh.io/v1alpha1", "kind": "ScavengerJob",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": spec
+    }))
+    .unwrap();
+    Api::<ScavengerJob>::namespaced(client.clone(), NS)
+        .create(&PostParams::default(), &sj)
+        .await
+        .unwrap_or_else(|e| panic!("creating ScavengerJob {name}: {e}"));
+}
+
+/// Every ScavengerJob's status, by name.
+async fn statuses(client: &Client) -> BTreeMap<String, ScavengerJobStatus> {
+    Api::<ScavengerJob>::namespaced(client.clone(), NS)
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .map(|j| (j.name_any(), j.status.unwrap_or_default()))
+        .collect()
+}
+
+/// Names of the ScavengerJobs in `phase`.
+fn in_phase(all: &BTreeMap<String, ScavengerJobStatus>, phase: Phase) -> Vec<String> {
+    all.iter()
+        .filter(|(_, s)| s.phase == phase)
+        .map(|(n, _)| n.clone())
+        .collect()
+}
+
+/// Waits until ScavengerJob `name` satisfies `pred`; returns its status.
+async fn wait_for(
+    client: &Client,
+    name: &str,
+    what: &str,
+    pred: impl Fn(&ScavengerJobStatus) -> bool,
+) -> ScavengerJobStatus {
+    let api = Api::<ScavengerJob>::namespaced(client.clone(), NS);
+    eventually(&format!("ScavengerJob {name} {what}"), WAIT, || {
+        let api = api.clone();
+        let pred = &pred;
+        async move {
+            let s = api.get(name).await.ok()?.status?;
+            pred(&s).then_some(s)
+        }
+    })
+    .await
+}
+
+/// Running pods of ScavengerJob `name`, by name → node.
+async fn scavenger_pods(client: &Client, name: &str) -> BTreeMap<String, String> {
+    Api::<k8s_openapi::api::core::v1::Pod>::namespaced(client.clone(), NS)
+        .list(&ListParams::default().labels(&format!("{JOB_LABEL}={name}")))
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|p| {
+            p.metadata.deletion_timestamp.is_none()
+                && p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+        })
+        .map(|p| {
+            let node = p.spec.and_then(|s| s.node_name).unwrap_or_default();
+            (p.metadata.name.unwrap_or_default(), node)
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scavengers_fill_to_the_threshold_yield_to_others_and_come_back_first() {
+    let Some(binary) =
+        KUBE_SCHEDULER.find("scavengers_fill_to_the_threshold_yield_to_others_and_come_back_first")
+    else {
+        return;
+    };
+    let (env, _parts, mesh, client) = start().await;
+    let _scheduler = KubeScheduler::start(&binary, &env, &mesh.coordinators[0].url_prefix(), true);
+
+    // Six jobs of 3 CPUs on 24: five fit under 70 % (15/24 = 62.5 %), a sixth would make 75 %.
+    let names: Vec<String> = (0..6).map(|i| format!("sj-{i}")).collect();
+    for name in &names {
+        scavenger(&client, name, "3", "1h", json!({})).await;
+    }
+    let first_five = &names[..5];
+    for name in first_five {
+        wait_for(&client, name, "Running with its pod", |s| {
+            s.phase == Phase::Running && !s.pods.is_empty()
+        })
+        .await;
+    }
+    let last = wait_for(&client, "sj-5", "waiting for room", |s| {
+        s.message.contains("over the 70% threshold")
+    })
+    .await;
+    assert_eq!(last.phase, Phase::Pending, "{last:?}");
+    assert_eq!(
+        last.message,
+        "waiting for room: cluster use would be 75% with this job, over the 70% threshold"
+    );
+    let all = statuses(&client).await;
+    assert_eq!(in_phase(&all, Phase::Running), first_five, "{all:?}");
+    for name in first_five {
+        eventually(&format!("{name}'s pod running"), WAIT, || async {
+            (scavenger_pods(&client, name).await.len() == 1).then_some(())
+        })
+        .await;
+    }
+
+    // Three ordinary pods of 3 CPUs: at most one finds room (the scavengers leave 9 CPUs, but
+    // spread over the nodes), the others need preemption, which only scavengers can suffer.
+    create_deployment_with(
+        &client,
+        NS,
+        "web",
+        3,
+        json!({"resources": {"requests": {"cpu": "3", "memory": "64Mi"}}}),
+    )
+    .await;
+    let running = |pods: &BTreeMap<String, String>| pods.values().filter(|n| !n.is_empty()).count();
+    eventually("web's three pods placed", WAIT, || async {
+        (running(&live_pods(&client, NS, "web").await) == 3).then_some(())
+    })
+    .await;
+    // Settled: each of the five either still runs its pod or was interrupted (a victim's
+    // ScavengerJob may already be waiting again, so the count tells, not the phase).
+    let all = eventually("the victims' ScavengerJobs interrupted", WAIT, || async {
+        let all = statuses(&client).await;
+        for name in first_five {
+            let s = &all[name];
+            let runs = s.phase == Phase::Running && scavenger_pods(&client, name).await.len() == 1;
+            if s.interrupted_count == 0 && !runs {
+                return None;
+            }
+        }
+        Some(all)
+    })
+    .await;
+    let interrupted: Vec<String> = all
+        .iter()
+        .filter(|(_, s)| s.interrupted_count > 0)
+        .map(|(n, _)| n.clone())
+        .collect();
+    assert!(!interrupted.is_empty(), "web needed room: {all:?}");
+    for name in &interrupted {
+        let s = &all[name];
+        assert_eq!(s.interrupted_count, 1, "{name}: {s:?}");
+        assert_eq!(s.interrupted_timestamps.len(), 1, "{name}: {s:?}");
+        assert!(
+            first_five.contains(name),
+            "only running jobs are interrupted"
+        );
+    }
+    assert_ne!(
+        all["sj-5"].phase,
+        Phase::Running,
+        "no room was made for sj-5"
+    );
+
+    // Room returns: the interrupted jobs start again before sj-5, which never ran.
+    Api::<Deployment>::namespaced(client.clone(), NS)
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 0}})),
+        )
+        .await
+        .unwrap();
+    for name in &interrupted {
+        let s = wait_for(&client, name, "running again", |s| {
+            s.phase == Phase::Running && s.running_timestamps.len() == 2
+        })
+        .await;
+        assert_eq!(s.interrupted_count, 1);
+    }
+    let all = statuses(&client).await;
+    let back = interrupted.len();
+    assert_eq!(in_phase(&all, Phase::Running).len(), 5, "{all:?}");
+    // Five are running again at 62.5 %: sj-5, which never ran, still waits for room.
+    let s = wait_for(&client, "sj-5", "still waiting for room", |s| {
+        s.message.contains("over the 70% threshold")
+    })
+    .await;
+    assert_eq!(s.phase, Phase::Pending);
+    assert!(s.running_timestamps.is_empty());
+
+    // The leader's /metrics count what happened.
+    let metrics = mesh.coordinators[0].metrics().await;
+    assert!(
+        metrics.contains(&format!(
+            "telemesh_coordinator_scavengers_interruptions_total {back}"
+        )),
+        "{metrics}"
+    );
+    assert!(metrics.contains("telemesh_coordinator_scavengers_jobs{phase=\"Running\"} 5"));
+    assert!(metrics.contains("telemesh_coordinator_scavengers_threshold_ratio 0.7"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_scavenger_fails_and_a_missing_pvc_is_named() {
+    let (env, parts, mesh, client) = start().await;
+    parts
+        .start_scheduler(&env, &mesh.coordinators[0].url_prefix())
+        .await;
+
+    // Its pod fails on its own (sim's kubelet fault rule), not by preemption.
+    parts.set_faults(
+        NODES
+            .iter()
+            .map(|node| FaultRule {
+                node: (*node).to_owned(),
+                selector: BTreeMap::from([(JOB_LABEL.to_owned(), "broken".to_owned())]),
+                fault: Fault::Fail,
+                every: Duration::from_millis(300),
+            })
+            .collect(),
+    );
+    scavenger(&client, "broken", "100m", "1h", json!({})).await;
+    let s = wait_for(&client, "broken", "Failed", |s| s.phase == Phase::Failed).await;
+    assert!(s.message.starts_with("pod broken-1-"), "{s:?}");
+    assert!(s.message.contains("failed"), "{s:?}");
+    assert_eq!(s.interrupted_count, 0);
+    assert!(s.finished_timestamp.is_some());
+    assert!(
+        s.conditions
+            .iter()
+            .any(|c| c.type_ == "Failed" && c.status == "True")
+    );
+
+    // A PVC and a ConfigMap that do not exist: Failed before any Job, naming both.
+    scavenger(
+        &client,
+        "orphan",
+        "100m",
+        "1h",
+        json!({"volumes": [
+            {"name": "work", "mountPath": "/work", "persistentVolumeClaim": {"claimName": "nowhere"}},
+            {"name": "conf", "mountPath": "/conf", "configMap": {"name": "absent"}}
+        ]}),
+    )
+    .await;
+    let s = wait_for(&client, "orphan", "Failed", |s| s.phase == Phase::Failed).await;
+    assert!(
+        s.message
+            .contains("PersistentVolumeClaim nowhere, ConfigMap absent"),
+        "{s:?}"
+    );
+    assert!(s.running_timestamps.is_empty(), "it never ran");
+    let jobs = Api::<k8s_openapi::api::batch::v1::Job>::namespaced(client.clone(), NS)
+        .list(&ListParams::default().labels(&format!("{JOB_LABEL}=orphan")))
+        .await
+        .unwrap();
+    assert!(jobs.items.is_empty());
+
+    // And one that works, for contrast: it runs to the end.
+    scavenger(&client, "fine", "100m", "1s", json!({"parallelism": 2})).await;
+    let s = wait_for(&client, "fine", "Succeeded", |s| {
+        s.phase == Phase::Succeeded
+    })
+    .await;
+    assert_eq!(s.running_timestamps.len(), 1);
+
+    // Each transition is an Event on its ScavengerJob.
+    let events = Api::<k8s_openapi::api::events::v1::Event>::namespaced(client.clone(), NS);
+    eventually("the Failed and Succeeded events", WAIT, || async {
+        let reasons: Vec<(String, String)> = events
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter_map(|e| Some((e.regarding?.name?, e.reason.unwrap_or_default())))
+            .collect();
+        let has = |n: &str, r: &str| reasons.iter().any(|(a, b)| a == n && b == r);
+        (has("broken", "Started")
+            && has("broken", "Failed")
+            && has("orphan", "Failed")
+            && has("fine", "Succeeded"))
+        .then_some(())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_schema_refuses_what_it_promises_to() {
+    let env = SimEnv::start(1).await;
+    let kubectl = env.kubectl();
+    let crd = env.write_file("crd.yaml", CRD_YAML);
+    kubectl.run(&["apply", "-f", crd.to_str().unwrap()]).await;
+    kubectl.run(&["create", "namespace", NS]).await;
+    let example =
+        telemesh_tests::upstream::workspace_root().join("deploy/examples/scavengerjob.yaml");
+    eventually("the CRD serving the example", WAIT, || {
+        let kubectl = kubectl.clone();
+        let example = example.clone();
+        async move {
+            kubectl
+                .output(&["apply", "-f", example.to_str().unwrap()], None)
+                .await
+                .status
+                .success()
+                .then_some(())
+        }
+    })
+    .await;
+    let table = kubectl.run(&["get", "sj", "-n", NS]).await;
+    assert_eq!(
+        telemesh_tests::header(&table),
+        ["NAME", "PHASE", "INTERRUPTED", "RUNNING-FOR", "AGE"]
+    );
+
+    let base = json!({
+        "apiVersion": "telemesh.io/v1alpha1", "kind": "ScavengerJob",
+        "metadata": {"name": "bad", "namespace": NS},
+        "spec": {"image": "x", "checkpointInterval": "1m"}
+    });
+    for (what, patch, message) in [
+        (
+            "two sources",
+            json!({"volumes": [{"name": "v", "mountPath": "/v",
+                "configMap": {"name": "a"}, "secret": {"secretName": "b"}}]}),
+            "exactly one of persistentVolumeClaim, configMap or secret",
+        ),
+        (
+            "no source",
+            json!({"volumes": [{"name": "v", "mountPath": "/v"}]}),
+            "exactly one of persistentVolumeClaim, configMap or secret",
+        ),
+        ("no pods", json!({"parallelism": 0}), "spec.parallelism"),
+        (
+            "a duration that is not Go's",
+            json!({"checkpointInterval": "ten minutes"}),
+            "spec.checkpointInterval",
+        ),
+        (
+            "a zero interval",
+            json!({"checkpointInterval": "0s"}),
+            "checkpointInterval must be at least 1s",
+        ),
+        (
+            "the marker's mount path",
+            json!({"volumes": [{"name": "v", "mountPath": "/var/run/telemesh",
+                "configMap": {"name": "a"}}]}),
+            "where the controller mounts the checkpoint marker",
+        ),
+    ] {
+        let mut doc = base.clone();
+        for (k, v) in patch.as_object().unwrap() {
+            doc["spec"][k] = v.clone();
+        }
+        let file = env.write_file("bad.yaml", &serde_yaml_ng::to_string(&doc).unwrap());
+        let err = kubectl.fail(&["apply", "-f", file.to_str().unwrap()]).await;
+        assert!(err.contains(message), "{what}: {err}");
+    }
+
+    // The spec is immutable.
+    let err = kubectl
+        .fail(&[
+            "patch",
+            "sj",
+            "render-frames",
+            "-n",
+            NS,
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"parallelism":8}}"#,
+        ])
+        .await;
+    assert!(err.contains("spec is immutable"), "{err}");
+}
