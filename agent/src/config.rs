@@ -96,6 +96,25 @@ pub struct Cli {
     /// A deschedule violation must last this long before pods are evicted for it.
     #[arg(long, env = "TELEMESH_VIOLATION_GRACE", default_value = "5s", value_parser = parse_duration)]
     pub violation_grace: Duration,
+    /// The kubelet's root directory (`--root-dir`), a host path read under --host-root: where
+    /// scavenger pods' checkpoint markers are (`pods/<uid>/volumes/kubernetes.io~empty-dir/…`).
+    #[arg(long, env = "TELEMESH_KUBELET_ROOT_DIR", default_value = telemesh_core::scavenge::DEFAULT_KUBELET_ROOT)]
+    pub kubelet_root_dir: PathBuf,
+    /// Node pressure (percent of time some task stalled, PSI `some avg10` of cpu, memory or io,
+    /// the highest) above which scavenger pods are evicted, least unsaved work first. 40 %:
+    /// far above a busy but healthy node's few percent, well before stalls cripple the
+    /// node's own workloads.
+    #[arg(
+        long,
+        env = "TELEMESH_SCAVENGER_PRESSURE_THRESHOLD",
+        default_value_t = 40.0
+    )]
+    pub scavenger_pressure_threshold: f64,
+    /// How long the pressure must stay above the threshold before a scavenger is evicted, and
+    /// again before the next one (avg10 is a 10 s average: 30 s is three of them, so a burst
+    /// evicts nothing and the previous eviction's relief shows first).
+    #[arg(long, env = "TELEMESH_SCAVENGER_PRESSURE_FOR", default_value = "30s", value_parser = parse_duration)]
+    pub scavenger_pressure_for: Duration,
     /// How long tasks may take to stop after SIGTERM.
     #[arg(long, env = "TELEMESH_SHUTDOWN_GRACE", default_value = "5s", value_parser = parse_duration)]
     pub shutdown_grace: Duration,
@@ -178,6 +197,8 @@ pub struct Config {
     pub shutdown_grace: Duration,
     /// Reward learning.
     pub rewards: RewardConfig,
+    /// Scavenger pods: checkpoint markers and pressure eviction.
+    pub scavengers: crate::scavengers::ScavengerConfig,
 }
 
 /// Policy evaluation, labels and local eviction.
@@ -231,6 +252,9 @@ pub enum ConfigError {
     /// Reward model flags out of range.
     #[error("{0}")]
     RewardModel(String),
+    /// Pressure threshold out of range.
+    #[error("--scavenger-pressure-threshold {0} is not a percentage in [0, 100]")]
+    PressureThreshold(String),
 }
 
 impl TryFrom<Cli> for Config {
@@ -251,6 +275,11 @@ impl TryFrom<Cli> for Config {
             }),
             (Some(_), ..) => return Err(ConfigError::QuicWithoutCertificates),
         };
+        if !(0.0..=100.0).contains(&cli.scavenger_pressure_threshold) {
+            return Err(ConfigError::PressureThreshold(
+                cli.scavenger_pressure_threshold.to_string(),
+            ));
+        }
         if !(0.0..1.0).contains(&cli.deadband) {
             return Err(ConfigError::Deadband(cli.deadband.to_string()));
         }
@@ -297,6 +326,12 @@ impl TryFrom<Cli> for Config {
                 }),
             },
             shutdown_grace: cli.shutdown_grace,
+            scavengers: crate::scavengers::ScavengerConfig {
+                kubelet_root: cli.kubelet_root_dir,
+                interval: cli.collect_interval,
+                pressure_threshold: cli.scavenger_pressure_threshold,
+                pressure_for: cli.scavenger_pressure_for,
+            },
             rewards: RewardConfig {
                 interval: cli.reward_interval,
                 model: cli.reward_model.model().map_err(ConfigError::RewardModel)?,

@@ -37,7 +37,7 @@ use telemesh_core::policy::{
 use tokio_util::sync::CancellationToken;
 
 use crate::config::PolicyConfig;
-use crate::evictor::{Evictor, Outcome, eligibility, truncate};
+use crate::evictor::{Outcome, eligibility, truncate};
 use crate::labeler::{LabelChange, Labeler};
 use crate::metrics::{AgentMetrics, EvictionLabels, LabelWriteLabels};
 use crate::policies::Compiled;
@@ -52,8 +52,9 @@ pub struct Inputs {
     pub node_name: String,
     /// Client for labels, status and events.
     pub client: Client,
-    /// Client without 429 retries, for evictions.
-    pub eviction_client: Client,
+    /// The node's evictor (shared with the scavenger loop, so the rate limit is the node's);
+    /// `None`: local eviction is off.
+    pub evictor: Option<crate::shared::SharedEvictor>,
     /// All TASPolicies.
     pub policies: Store<TASPolicy>,
     /// This node's pods.
@@ -177,7 +178,7 @@ pub async fn run(inputs: Inputs, stop: CancellationToken) {
     let Inputs {
         node_name,
         client,
-        eviction_client,
+        evictor,
         policies,
         pods,
         samples,
@@ -189,14 +190,7 @@ pub async fn run(inputs: Inputs, stop: CancellationToken) {
         controller: "telemesh-agent".into(),
         instance: Some(node_name.clone()),
     };
-    let recorder = Recorder::new(client.clone(), reporter.clone());
-    let mut evictor = config.eviction.clone().map(|c| {
-        Evictor::new(
-            eviction_client.clone(),
-            Recorder::new(eviction_client, reporter),
-            c,
-        )
-    });
+    let recorder = Recorder::new(client.clone(), reporter);
     let mut labeler = Labeler::new(Api::<Node>::all(client.clone()), &node_name);
     let mut recovery = RecoverySignal::new(config.recovery);
     let node_ref = ObjectReference {
@@ -249,9 +243,11 @@ pub async fn run(inputs: Inputs, stop: CancellationToken) {
                 desired.insert(policy.violator_label_key().to_owned(), VIOLATING.to_owned());
                 reasons.insert(policy.violator_label_key().to_owned(), reason.clone());
                 let since = *violating_since.entry(key.clone()).or_insert(now);
-                if evictor
-                    .as_ref()
-                    .is_some_and(|e| now.duration_since(since) >= e.config().grace)
+                if evictor.is_some()
+                    && config
+                        .eviction
+                        .as_ref()
+                        .is_some_and(|e| now.duration_since(since) >= e.grace)
                 {
                     to_evict.push((policy.clone(), reason));
                 }
@@ -321,7 +317,8 @@ pub async fn run(inputs: Inputs, stop: CancellationToken) {
         metrics.policies_violated.set(violations.len() as i64);
         sync_gossip(&gossip, &violations, &mut gossiped).await;
 
-        if let Some(evictor) = evictor.as_mut() {
+        if let Some(evictor) = &evictor {
+            let mut evictor = evictor.lock().await;
             let pods_now = pods.state();
             evictor.retain(&pods_now.iter().filter_map(|p| p.uid()).collect());
             for (policy, reason) in &to_evict {

@@ -21,6 +21,7 @@ pub mod publish;
 pub mod recovery;
 pub mod rewards;
 pub mod run;
+pub mod scavengers;
 pub mod shared;
 
 pub use run::{Agent, start};

@@ -98,6 +98,8 @@ pub struct AgentMetrics {
     pub labels_written: Family<LabelWriteLabels, Counter>,
     /// Eviction attempts by outcome.
     pub evictions: Family<EvictionLabels, Counter>,
+    /// Pressure eviction attempts of scavenger pods by outcome.
+    pub scavenger_evictions: Family<EvictionLabels, Counter>,
     /// Policies this node violates now (any strategy).
     pub policies_violated: Gauge,
     /// Reward (posterior mean) of each pod type on this node.
@@ -154,6 +156,12 @@ impl AgentMetrics {
         let labels_written = Family::default();
         let evictions = Family::default();
         let policies_violated = Gauge::default();
+        let scavenger_evictions = Family::default();
+        registry.register(
+            "scavenger_evictions",
+            "Eviction attempts of scavenger pods under sustained node pressure, by outcome",
+            scavenger_evictions.clone(),
+        );
         registry.register(
             "policy_labels_written",
             "Node labels set or removed because of TASPolicies",
@@ -191,6 +199,7 @@ impl AgentMetrics {
             published,
             labels_written,
             evictions,
+            scavenger_evictions,
             policies_violated,
             reward,
             reward_evidence,

@@ -24,7 +24,7 @@ use crate::collect::CollectorConfig;
 use crate::config::{Config, QuicConfig};
 use crate::http::HttpState;
 use crate::metrics::AgentMetrics;
-use crate::shared::{SharedGossip, eviction_client};
+use crate::shared::SharedGossip;
 
 /// A running agent.
 pub struct Agent {
@@ -93,18 +93,36 @@ pub async fn start(config: Config, stop: CancellationToken) -> anyhow::Result<Ag
     tasks.spawn(mark_synced(pods.clone(), pods_synced.clone()));
     let latest_samples: crate::enforcer::LatestSamples = Arc::new(RwLock::new(None));
     let latest_pods: Arc<RwLock<Vec<PodFigures>>> = Arc::new(RwLock::new(Vec::new()));
+    let evictor = crate::shared::evictor(
+        config.kubeconfig.as_deref(),
+        &config.node_name,
+        config.policy.eviction.as_ref(),
+    )
+    .await?;
 
     tasks.spawn(crate::enforcer::run(
         crate::enforcer::Inputs {
             node_name: config.node_name.clone(),
             client: client.clone(),
-            eviction_client: eviction_client(config.kubeconfig.as_deref()).await?,
+            evictor: evictor.clone(),
             policies: crate::policies::watch_policies(client.clone(), stop.child_token()),
             pods: pods.clone(),
             samples: latest_samples.clone(),
             gossip: gossip.clone(),
             config: config.policy.clone(),
             metrics: metrics.clone(),
+        },
+        stop.child_token(),
+    ));
+    tasks.spawn(crate::scavengers::run(
+        crate::scavengers::Inputs {
+            host_root: config.host_root.clone(),
+            pods: pods.clone(),
+            samples: latest_samples.clone(),
+            gossip: gossip.clone(),
+            evictor,
+            metrics: metrics.clone(),
+            config: config.scavengers.clone(),
         },
         stop.child_token(),
     ));

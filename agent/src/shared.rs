@@ -1,4 +1,4 @@
-//! What the agent's loops share: the gossip member handle and the eviction client.
+//! What the agent's loops share: the gossip member handle, the eviction client and the evictor.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -8,6 +8,31 @@ use telemesh_core::gossip::GossipMember;
 
 /// The gossip member, shared by the loops that publish; `None` once shutdown took it.
 pub type SharedGossip = Arc<tokio::sync::Mutex<Option<GossipMember>>>;
+
+/// The node's evictor, shared by the policy loop and the scavenger loop so that
+/// `--max-evictions-per-minute` bounds the node's evictions, whoever asks.
+pub type SharedEvictor = Arc<tokio::sync::Mutex<crate::evictor::Evictor>>;
+
+/// The node's evictor when local eviction is on: a client that does not retry 429s, Events
+/// recorded as the node's `telemesh-agent`.
+pub async fn evictor(
+    kubeconfig: Option<&Path>,
+    node_name: &str,
+    config: Option<&crate::config::EvictionConfig>,
+) -> anyhow::Result<Option<SharedEvictor>> {
+    let Some(config) = config else {
+        return Ok(None);
+    };
+    let client = eviction_client(kubeconfig).await?;
+    let reporter = kube::runtime::events::Reporter {
+        controller: "telemesh-agent".into(),
+        instance: Some(node_name.to_owned()),
+    };
+    let recorder = kube::runtime::events::Recorder::new(client.clone(), reporter);
+    Ok(Some(Arc::new(tokio::sync::Mutex::new(
+        crate::evictor::Evictor::new(client, recorder, config.clone()),
+    ))))
+}
 
 /// A client that does not retry 429s: for evictions, a disruption budget's refusal is the
 /// answer, tried again on a later pass, not fifteen times within the call.

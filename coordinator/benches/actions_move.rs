@@ -157,6 +157,8 @@ fn start_cluster(
             node: format!("sim-node-{i}"),
             index: u8::try_from(i).unwrap(),
             backoff: Backoff::default(),
+            host_root: None,
+            workloads: telemesh_sim::cluster::workload::Workloads::default(),
         };
         tokio::spawn(kubelet.run(
             client.clone(),

@@ -9,17 +9,26 @@
 //! 1.3 x the parse floor. Rows `cache+rw` run the same nodeCacheCapable requests against a view
 //! where every node also gossips reward estimates for 8 pod types, the pod's among them (filter
 //! with `--reward-floor 0.3`, prioritize blending rewards with telemetry).
-//! Run: `cargo bench -p telemesh-coordinator --bench extender`.
+//!
+//! Preempt (issue 17): 100 and 1,000 candidate nodes, each running 10 scavenger pods (jobs of 5
+//! pods spread over 5 nodes) with 2 of them the scheduler's victims, answered with
+//! `--scavenger-victims unsaved` (the ranking) and `scheduler` (victims passed back), in both
+//! modes; the difference is what ranking by unsaved work costs on kube-scheduler's path.
+//! Run: `cargo bench -p telemesh-coordinator --bench extender` (only preempt: append
+//! `-- preempt`).
 
 use std::hint::black_box;
 use std::time::{Duration, Instant, SystemTime};
 
 use serde::de::IgnoredAny;
 use telemesh_coordinator::extender::reward::RewardSettings;
+use telemesh_coordinator::extender::unsaved::ScavengerVictims;
 use telemesh_coordinator::extender::{Extender, Settings};
 use telemesh_coordinator::policies::{PolicyCache, PolicySet};
 use telemesh_coordinator::view::{ClusterView, NodeEntry, Snapshot};
-use telemesh_core::extender::ExtenderArgs;
+use telemesh_core::extender::{
+    ExtenderArgs, ExtenderPreemptionArgs, MetaPod, MetaVictims, Victims,
+};
 use telemesh_core::gossip::schema::unix_ms;
 use telemesh_core::gossip::{Liveness, NodeState};
 use telemesh_core::policy::{Policy, TASPolicy};
@@ -158,6 +167,128 @@ fn us(d: Duration) -> String {
     format!("{:>9.1}", d.as_secs_f64() * 1e6)
 }
 
+/// The uid of scavenger pod `k` (0..10) of node `i`.
+fn scavenger_uid(i: usize, k: usize) -> String {
+    format!("{i:08x}-5c4e-4000-8000-{k:012x}")
+}
+
+/// A node with 30 metrics and 10 scavenger pods: pod k of node i belongs to job
+/// `batch/job-{(i / 5) * 10 + k}` (5 nodes per job), checkpointed between 0 and 29 minutes ago,
+/// 500-2,000 millicores.
+fn scavenger_entry(i: usize, now_ms: u64) -> NodeEntry {
+    let mut kvs = vec![("role".to_owned(), "agent".to_owned())];
+    for m in 0..30 {
+        kvs.push((
+            format!("m:node_bench_metric_{m}"),
+            format!("{}.5@{now_ms}", (i + m) % 97),
+        ));
+    }
+    for k in 0..10 {
+        let unsaved_ms = ((i * 7 + k * 13) % 30) as u64 * 60_000;
+        kvs.push((
+            format!("s:{}", scavenger_uid(i, k)),
+            format!(
+                "batch/job-{}@{}@{}@{}",
+                (i / 5) * 10 + k,
+                now_ms - unsaved_ms,
+                500 * (1 + (i + k) % 4),
+                (1 + (i + k) % 4) << 30
+            ),
+        ));
+    }
+    let state = NodeState::from_key_values(kvs.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+    NodeEntry::new(&node_name(i), 1, Liveness::Live, state)
+}
+
+/// Preempt server time with and without ranking by unsaved work.
+fn preempt(budget: Duration, policies: &PolicyCache) {
+    println!();
+    println!("preempt server time (µs), 10 scavengers per node, 2 of them the scheduler's victims");
+    println!(
+        "{:>6} {:<6} {:<10} {:>9} {:>9} {:>10}",
+        "nodes", "mode", "victims", "p50", "p99", "body KiB"
+    );
+    for n in [100usize, 1_000] {
+        let now_ms = unix_ms(SystemTime::now());
+        let view = ClusterView::with_snapshot(Snapshot::from_entries(
+            (0..n).map(|i| scavenger_entry(i, now_ms)),
+        ));
+        let with = |ranking| {
+            let settings = Settings {
+                scavenger_victims: ranking,
+                ..Settings::default()
+            };
+            Extender::new(view.clone(), policies.clone(), settings)
+        };
+        let (unsaved, scheduler) = (
+            with(ScavengerVictims::Unsaved),
+            with(ScavengerVictims::Scheduler),
+        );
+        let chosen = |i: usize| [scavenger_uid(i, i % 10), scavenger_uid(i, (i + 3) % 10)];
+        let pod: k8s_openapi::api::core::v1::Pod =
+            serde_json::from_value(pod_json()).expect("pod decodes");
+        let meta = ExtenderPreemptionArgs {
+            pod: Some(pod.clone()),
+            node_name_to_victims: None,
+            node_name_to_meta_victims: Some(
+                (0..n)
+                    .map(|i| {
+                        let pods = chosen(i).into_iter().map(|uid| MetaPod { uid }).collect();
+                        (
+                            node_name(i),
+                            MetaVictims {
+                                pods,
+                                num_pdb_violations: 0,
+                            },
+                        )
+                    })
+                    .collect(),
+            ),
+        };
+        let full = ExtenderPreemptionArgs {
+            pod: Some(pod.clone()),
+            node_name_to_victims: Some(
+                (0..n)
+                    .map(|i| {
+                        let pods = chosen(i)
+                            .into_iter()
+                            .map(|uid| {
+                                let mut victim = pod.clone();
+                                victim.metadata.uid = Some(uid);
+                                victim
+                            })
+                            .collect();
+                        (
+                            node_name(i),
+                            Victims {
+                                pods,
+                                num_pdb_violations: 0,
+                            },
+                        )
+                    })
+                    .collect(),
+            ),
+            node_name_to_meta_victims: None,
+        };
+        for (mode, args) in [("cache", &meta), ("full", &full)] {
+            let body = serde_json::to_vec(args).expect("encodes");
+            for (victims, ext) in [("scheduler", &scheduler), ("unsaved", &unsaved)] {
+                let s = measure(budget, || {
+                    let h = ext.preempt(black_box(&body));
+                    assert_eq!(h.reply.status, 200);
+                    black_box(h);
+                });
+                println!(
+                    "{n:>6} {mode:<6} {victims:<10} {} {} {:>10.0}",
+                    us(s.p50),
+                    us(s.p99),
+                    body.len() as f64 / 1024.0
+                );
+            }
+        }
+    }
+}
+
 fn main() {
     let budget = Duration::from_millis(
         std::env::var("BENCH_MS")
@@ -167,6 +298,10 @@ fn main() {
     );
     let policy: TASPolicy = serde_yaml_ng::from_str(SEED_POLICY).expect("seed policy parses");
     let policies = PolicyCache::with_set(PolicySet::from_policies([Policy::compile(&policy)]));
+    if std::env::args().any(|a| a == "preempt") {
+        preempt(budget, &policies);
+        return;
+    }
     println!(
         "extender server time (µs), body in → reply out; floors are serde_json parsing the same body"
     );
@@ -269,4 +404,5 @@ fn main() {
             }
         }
     }
+    preempt(budget, &policies);
 }

@@ -11,6 +11,7 @@ use telemesh_core::policy::Unknown;
 use crate::actions::auth::AuthMode;
 use crate::extender::http::{Paths, TlsFiles};
 use crate::extender::reward::RewardSettings;
+use crate::extender::unsaved::ScavengerVictims;
 use crate::extender::{Settings, UnknownScore};
 use crate::view::ViewConfig;
 
@@ -106,6 +107,11 @@ pub struct Cli {
     /// below this; unset, rewards never filter.
     #[arg(long, env = "TELEMESH_REWARD_FLOOR")]
     pub reward_floor: Option<f64>,
+    /// How preempt treats scavenger victims: `unsaved` spares the scavenger pods with the most
+    /// unsaved work and prefers nodes whose victims lose least; `scheduler` keeps
+    /// kube-scheduler's own choice (upstream's behaviour, for comparison).
+    #[arg(long, env = "TELEMESH_SCAVENGER_VICTIMS", value_enum, default_value_t = ScavengerVictims::Unsaved)]
+    pub scavenger_victims: ScavengerVictims,
     /// How often gossip changes are folded into the cluster view.
     #[arg(long, env = "TELEMESH_VIEW_TICK", default_value = "100ms", value_parser = parse_duration)]
     pub view_tick: Duration,
@@ -323,6 +329,7 @@ impl TryFrom<Cli> for Config {
                 weight: cli.reward_weight,
                 floor: cli.reward_floor,
             },
+            scavenger_victims: cli.scavenger_victims,
         };
         Ok(Self {
             kubeconfig: cli.common.kubeconfig,
@@ -434,6 +441,17 @@ mod tests {
             }
         );
         assert_eq!((r.weight, r.floor), (1.0, Some(0.3)));
+        assert_eq!(c.settings.scavenger_victims, ScavengerVictims::Unsaved);
+        let c = parse(&["--scavenger-victims=scheduler"]).unwrap();
+        assert_eq!(c.settings.scavenger_victims, ScavengerVictims::Scheduler);
+        assert!(
+            Cli::try_parse_from([
+                "telemesh-coordinator",
+                "--insecure-gossip",
+                "--scavenger-victims=random"
+            ])
+            .is_err()
+        );
         for (bad, flag) in [
             ("--reward-weight=1.5", "reward-weight"),
             ("--reward-weight=NaN", "reward-weight"),

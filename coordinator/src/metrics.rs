@@ -99,6 +99,17 @@ pub struct ExtenderMetrics {
     pub filtered_nodes: Family<NodeResultLabels, Counter>,
     /// Calls where rewards were applied, by verb and whether they changed the answer.
     pub reward_scored: Family<RewardLabels, Counter>,
+    /// Preempt calls whose answer the victim ranker changed (victims swapped or nodes dropped).
+    pub preempt_changed: Counter,
+    /// Scavenger victims the scheduler chose that the ranker spared (swapped for pods with less
+    /// unsaved work, or for fewer pods).
+    pub victims_spared: Counter,
+    /// Candidate nodes the ranker dropped because their victims lose more than another's.
+    pub preempt_nodes_dropped: Counter,
+    /// Unsaved work the swaps saved against the scheduler's own victims, CPU-seconds (summed
+    /// over candidate nodes: the scheduler then evicts on one of them, so this is an upper
+    /// estimate of what each preemption saves).
+    pub loss_avoided_cpu_seconds: Counter<f64, std::sync::atomic::AtomicU64>,
 }
 
 // === impl ExtenderMetrics ===
@@ -114,6 +125,30 @@ impl ExtenderMetrics {
         let decisions = Family::default();
         let filtered_nodes = Family::default();
         let reward_scored = Family::default();
+        let preempt_changed = Counter::default();
+        let victims_spared = Counter::default();
+        let preempt_nodes_dropped = Counter::default();
+        let loss_avoided_cpu_seconds = Counter::<f64, std::sync::atomic::AtomicU64>::default();
+        reg.register(
+            "preempt_changed",
+            "Preempt calls whose answer the scavenger victim ranker changed",
+            preempt_changed.clone(),
+        );
+        reg.register(
+            "victims_spared",
+            "Scheduler-chosen scavenger victims spared for pods with less unsaved work",
+            victims_spared.clone(),
+        );
+        reg.register(
+            "preempt_nodes_dropped",
+            "Candidate nodes dropped from preemption because their victims lose more unsaved work",
+            preempt_nodes_dropped.clone(),
+        );
+        reg.register(
+            "loss_avoided_cpu_seconds",
+            "Unsaved scavenger work the victim swaps saved against the scheduler's choice, summed over candidate nodes",
+            loss_avoided_cpu_seconds.clone(),
+        );
         reg.register(
             "latency_seconds",
             "Extender server time per call, by verb",
@@ -139,6 +174,26 @@ impl ExtenderMetrics {
             decisions,
             filtered_nodes,
             reward_scored,
+            preempt_changed,
+            victims_spared,
+            preempt_nodes_dropped,
+            loss_avoided_cpu_seconds,
+        }
+    }
+
+    /// Records what the victim ranker did in one preempt call.
+    pub fn ranked(&self, effect: &crate::extender::preempt::RankEffect) {
+        if effect.changed() {
+            self.preempt_changed.inc();
+        }
+        self.victims_spared.inc_by(effect.spared as u64);
+        self.preempt_nodes_dropped
+            .inc_by(effect.nodes_dropped as u64);
+        if effect.loss_avoided > 0 {
+            self.loss_avoided_cpu_seconds
+                .inc_by(telemesh_core::scavenge::victims::cpu_seconds(
+                    effect.loss_avoided,
+                ));
         }
     }
 
@@ -209,6 +264,8 @@ pub struct ViewMetrics {
     pub reward_values_skipped: Gauge,
     /// Malformed reward values received in key changes.
     pub reward_values_malformed: Counter,
+    /// Nodes whose scavenger pods changed on a re-read after a gossip update (a pod left).
+    pub scavengers_reread: Counter,
 }
 
 // === impl ViewMetrics ===
@@ -225,6 +282,7 @@ impl ViewMetrics {
             reward_estimates: Gauge::default(),
             reward_values_skipped: Gauge::default(),
             reward_values_malformed: Counter::default(),
+            scavengers_reread: Counter::default(),
         };
         reg.register(
             "nodes",
@@ -265,6 +323,11 @@ impl ViewMetrics {
             "reward_values_malformed",
             "Malformed reward values received in gossip key changes (skipped)",
             m.reward_values_malformed.clone(),
+        );
+        reg.register(
+            "scavengers_reread",
+            "Nodes whose scavenger pods changed when re-read after a gossip update (pods that left)",
+            m.scavengers_reread.clone(),
         );
         m
     }

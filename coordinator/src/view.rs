@@ -23,6 +23,15 @@
 //!   stays until the next resync; it is not refreshed either, so it turns stale, and stale
 //!   values are unknown to the extender, before then.
 //!
+//! **Scavenger pods** (`s:<pod uid>`) cannot wait for the resync: the extender names them to
+//! kube-scheduler as preemption victims, and a UID the scheduler no longer has on the node
+//! fails that preemption cycle. chitchat 0.13 calls key listeners only for values set, never
+//! for tombstones, but a deletion does raise the member's max version, which the membership
+//! watcher reports as [`MembershipEvent::Updated`] within a gossip round. So on `Updated` (or
+//! `Joined`) of a node that has scavenger pods, the tick re-reads that one member
+//! ([`GossipMember::member`]) and takes its scavenger set as is: a pod that left is gone one
+//! gossip round after its agent deleted the key. Nodes without scavenger pods cost nothing.
+//!
 //! Agents' values carry their measurement time, so every replica computes the same ages from the
 //! same gossip: replicas agree up to gossip propagation and clock skew.
 
@@ -34,13 +43,14 @@ use std::time::{Duration, SystemTime};
 
 use arc_swap::ArcSwap;
 use parking_lot::Mutex;
-use telemesh_core::gossip::schema::unix_ms;
+use telemesh_core::gossip::schema::{SCAVENGER_PREFIX, StateKey, unix_ms};
 use telemesh_core::gossip::{
     GossipMember, KeySubscription, Liveness, Member, MemberId, MembershipEvent, MetricValue,
     NodeState, Role,
 };
 use telemesh_core::policy::{Metrics, Reading};
 use telemesh_core::reward::Estimate;
+use telemesh_core::scavenge::ScavengerPod;
 use tokio::sync::broadcast::error::TryRecvError;
 use tokio_util::sync::CancellationToken;
 
@@ -189,6 +199,19 @@ impl NodeEntry {
         self.index.get(policy_name)
     }
 
+    /// The scavenger pods the agent gossips, by pod uid.
+    pub fn scavengers(&self) -> &std::collections::BTreeMap<String, ScavengerPod> {
+        &self.state.scavengers
+    }
+
+    /// Whether what the node gossips can be acted on at `now_ms`: the agent is live and its
+    /// newest metric is at most `stale_after` old (agents refresh every metric well within
+    /// that, so an older newest value means the agent stopped publishing).
+    pub fn fresh(&self, now_ms: u64, stale_after: Duration) -> bool {
+        let stale_ms = u64::try_from(stale_after.as_millis()).unwrap_or(u64::MAX);
+        self.liveness == Liveness::Live && now_ms.saturating_sub(self.newest_ms()) <= stale_ms
+    }
+
     /// When the newest of its metrics was measured (Unix ms), 0 without metrics.
     pub fn newest_ms(&self) -> u64 {
         self.state
@@ -244,6 +267,8 @@ pub struct Snapshot {
     /// Every pod type some node has an estimate for, with how many nodes do: lets the extender
     /// pass a pod with no reward history through in one lookup, without visiting the nodes.
     reward_types: Arc<RewardTypes>,
+    /// Every scavenger pod of every node, by ScavengerJob: a job's loss spans all its nodes.
+    scavenger_jobs: Arc<ScavengerJobs>,
     /// Whether the view has synced (first full read done, and an agent seen or the sync timeout
     /// passed): readiness waits for it.
     pub synced: bool,
@@ -262,6 +287,7 @@ impl Snapshot {
             .collect();
         Self {
             reward_types: Arc::new(reward_types(nodes.values())),
+            scavenger_jobs: Arc::new(scavenger_jobs(nodes.values())),
             nodes,
             synced: true,
             published_at: Some(SystemTime::now()),
@@ -284,6 +310,11 @@ impl Snapshot {
     /// particular order.
     pub fn reward_types(&self) -> impl Iterator<Item = (&str, u32)> {
         self.reward_types.iter().map(|(t, n)| (&**t, *n))
+    }
+
+    /// Every pod of the ScavengerJob `job` (`namespace/name`) the view knows, on any node.
+    pub fn scavenger_job(&self, job: &str) -> &[ScavengerPod] {
+        self.scavenger_jobs.get(job).map_or(&[], Vec::as_slice)
     }
 
     /// The node called `name`.
@@ -330,6 +361,23 @@ impl Snapshot {
 
 /// Pod type → number of nodes with an estimate for it.
 type RewardTypes = FastMap<Box<str>, u32>;
+
+/// ScavengerJob (`namespace/name`) → its pods on every node.
+type ScavengerJobs = FastMap<Box<str>, Vec<ScavengerPod>>;
+
+/// The scavenger pods of `entries`, by job.
+fn scavenger_jobs<'a>(entries: impl Iterator<Item = &'a Arc<NodeEntry>>) -> ScavengerJobs {
+    let mut jobs = ScavengerJobs::default();
+    for pod in entries.flat_map(|e| e.state.scavengers.values()) {
+        match jobs.get_mut(pod.job.as_str()) {
+            Some(pods) => pods.push(pod.clone()),
+            None => {
+                jobs.insert(pod.job.as_str().into(), vec![pod.clone()]);
+            }
+        }
+    }
+    jobs
+}
 
 /// The pod types `entries` have estimates for.
 fn reward_types<'a>(entries: impl Iterator<Item = &'a Arc<NodeEntry>>) -> RewardTypes {
@@ -419,6 +467,12 @@ pub struct Updater {
     /// (estimates change every few seconds; the set of types seldom does).
     reward_types: Arc<RewardTypes>,
     reward_types_dirty: bool,
+    /// The scavenger pods by job of the last publication, rebuilt when some node's changed.
+    scavenger_jobs: Arc<ScavengerJobs>,
+    scavenger_jobs_dirty: bool,
+    /// Nodes to re-read the scavenger pods of this tick: those with scavenger pods that
+    /// gossiped something (one may have left) and those whose scavenger keys were set.
+    scavengers_to_reread: Vec<Arc<str>>,
 }
 
 // === impl Updater ===
@@ -457,6 +511,9 @@ impl Updater {
             synced: false,
             reward_types: Arc::default(),
             reward_types_dirty: true,
+            scavenger_jobs: Arc::default(),
+            scavenger_jobs_dirty: true,
+            scavengers_to_reread: Vec::new(),
         }
     }
 
@@ -497,7 +554,9 @@ impl Updater {
                     self.apply_changes(batch);
                     changed = true;
                 }
+                changed |= self.reread_scavengers().await;
             }
+            self.scavengers_to_reread.clear();
             if !self.synced
                 && (self.working.values().any(|e| e.state.is_agent())
                     || now.duration_since(started) >= self.config.sync_timeout)
@@ -531,11 +590,23 @@ impl Updater {
         }
         self.working = working;
         self.reward_types_dirty = true;
+        self.scavenger_jobs_dirty = true;
         self.metrics.resyncs.inc();
     }
 
     /// Applies liveness changes; returns whether anything changed.
     fn apply_event(&mut self, event: MembershipEvent) -> bool {
+        if let MembershipEvent::Joined(id) | MembershipEvent::Updated(id) = &event
+            && let Some(entry) = self.working.get(&*id.node_name)
+            && entry.generation == id.generation
+            && !entry.state.scavengers.is_empty()
+            && !self.scavengers_to_reread.contains(&entry.name)
+        {
+            // One of its scavenger pods may have left (module docs). A join counts too: key
+            // changes arrive before the failure detector calls a member live, and a deletion
+            // in between raises no update.
+            self.scavengers_to_reread.push(entry.name.clone());
+        }
         let (id, liveness): (&MemberId, Liveness) = match &event {
             MembershipEvent::Joined(id) => (id, Liveness::Live),
             MembershipEvent::Updated(_) => return false,
@@ -565,6 +636,7 @@ impl Updater {
         let e = Arc::make_mut(entry);
         if e.generation < id.generation {
             self.reward_types_dirty |= !e.rewards.is_empty();
+            self.scavenger_jobs_dirty |= !e.state.scavengers.is_empty();
             *e = NodeEntry::new(&id.node_name, id.generation, liveness, NodeState::default());
         }
         e.liveness = liveness;
@@ -573,13 +645,46 @@ impl Updater {
     }
 
     fn apply_changes(&mut self, batch: Vec<KeyChangeOwned>) {
+        // A scavenger key set and deleted between taking a batch and a re-read comes back
+        // with the next batch (the set was queued, the deletion is not reported): re-read the
+        // nodes whose scavenger keys this batch sets, after folding it in.
+        for change in &batch {
+            if change.key.starts_with(SCAVENGER_PREFIX)
+                && !self
+                    .scavengers_to_reread
+                    .iter()
+                    .any(|n| **n == *change.node)
+            {
+                self.scavengers_to_reread.push(change.node.as_ref().into());
+            }
+        }
         let folded = apply_changes(&mut self.working, batch);
         self.reward_types_dirty |= folded.reward_types_changed;
+        self.scavenger_jobs_dirty |= folded.scavengers_changed;
         if folded.malformed_rewards > 0 {
             self.metrics
                 .reward_values_malformed
                 .inc_by(folded.malformed_rewards);
         }
+    }
+
+    /// Re-reads the scavenger pods of the nodes queued by `Updated` events (module docs);
+    /// returns whether any node's set changed.
+    async fn reread_scavengers(&mut self) -> bool {
+        let mut changed = false;
+        for name in std::mem::take(&mut self.scavengers_to_reread) {
+            let Some(member) = self.member.member(&name).await else {
+                continue;
+            };
+            if let Some(entry) = self.working.get_mut(&name)
+                && replace_scavengers(entry, member.id.generation, member.state.scavengers)
+            {
+                self.metrics.scavengers_reread.inc();
+                changed = true;
+            }
+        }
+        self.scavenger_jobs_dirty |= changed;
+        changed
     }
 
     fn publish(&mut self) {
@@ -592,9 +697,13 @@ impl Updater {
         if std::mem::take(&mut self.reward_types_dirty) {
             self.reward_types = Arc::new(reward_types(nodes.values()));
         }
+        if std::mem::take(&mut self.scavenger_jobs_dirty) {
+            self.scavenger_jobs = Arc::new(scavenger_jobs(nodes.values()));
+        }
         self.view.publish(Snapshot {
             nodes,
             reward_types: self.reward_types.clone(),
+            scavenger_jobs: self.scavenger_jobs.clone(),
             synced: self.synced,
             published_at: Some(SystemTime::now()),
         });
@@ -640,6 +749,22 @@ struct Folded {
     reward_types_changed: bool,
     /// Reward values in the batch that did not parse (skipped).
     malformed_rewards: u64,
+    /// Some node's scavenger pods changed.
+    scavengers_changed: bool,
+}
+
+/// Takes a member's scavenger set as read from gossip (which, unlike key changes, shows
+/// deletions) when it is of the entry's generation; returns whether the set changed.
+fn replace_scavengers(
+    entry: &mut Arc<NodeEntry>,
+    generation: u64,
+    scavengers: std::collections::BTreeMap<String, ScavengerPod>,
+) -> bool {
+    if entry.generation != generation || entry.state.scavengers == scavengers {
+        return false;
+    }
+    Arc::make_mut(entry).state.scavengers = scavengers;
+    true
 }
 
 /// Folds queued key changes into the working map, node by node, in arrival order.
@@ -670,6 +795,7 @@ fn apply_changes(
             if change.generation > e.generation {
                 // A restarted agent: its old keys are gone with the old generation.
                 folded.reward_types_changed |= !e.rewards.is_empty();
+                folded.scavengers_changed |= !e.state.scavengers.is_empty();
                 *e = NodeEntry::new(node, change.generation, e.liveness, NodeState::default());
             }
             if &*change.key == QUIC_ADDR_KEY {
@@ -678,6 +804,13 @@ fn apply_changes(
             }
             let one = NodeState::from_key_values([(&*change.key, &*change.value)]);
             touched_metrics |= !one.metrics.is_empty();
+            if one.scavengers.is_empty()
+                && let Ok(StateKey::Scavenger(uid)) = change.key.parse::<StateKey>()
+            {
+                // A value that turned malformed: the pod is no longer known here.
+                folded.scavengers_changed |= e.state.scavengers.remove(&uid).is_some();
+            }
+            folded.scavengers_changed |= !one.scavengers.is_empty();
             for (pod_type, value) in &one.rewards {
                 match value.parse::<Estimate>() {
                     Ok(estimate) => match e.rewards.get_mut(pod_type.as_str()) {
@@ -720,6 +853,7 @@ fn merge(into: &mut NodeState, from: NodeState) {
     into.metrics.extend(from.metrics);
     into.rewards.extend(from.rewards);
     into.violations.extend(from.violations);
+    into.scavengers.extend(from.scavengers);
     into.skipped.unknown_keys += from.skipped.unknown_keys;
     into.skipped.malformed_values += from.skipped.malformed_values;
 }
@@ -845,7 +979,8 @@ mod tests {
             folded,
             Folded {
                 reward_types_changed: true,
-                malformed_rewards: 1
+                malformed_rewards: 1,
+                scavengers_changed: false,
             }
         );
         assert_eq!(working["n1"].reward("default/D").unwrap().bad, 4.0);
@@ -874,5 +1009,76 @@ mod tests {
         let folded = apply_changes(&mut working, vec![change("n1", 2, "role", "agent")]);
         assert!(folded.reward_types_changed);
         assert_eq!(working["n1"].rewards().count(), 0);
+    }
+
+    #[test]
+    fn scavenger_pods_fold_in_leave_and_index_by_job() {
+        let mut working = HashMap::new();
+        let folded = apply_changes(
+            &mut working,
+            vec![
+                change("n1", 1, "role", "agent"),
+                change("n1", 1, "s:u1", "ns/a@1000@500@1024"),
+                change("n1", 1, "s:u2", "ns/b@2000@250@1024"),
+                change("n2", 1, "s:u3", "ns/a@3000@500@1024"),
+            ],
+        );
+        assert!(folded.scavengers_changed);
+        assert_eq!(working["n1"].scavengers().len(), 2);
+        assert_eq!(working["n1"].scavengers()["u1"].checkpoint_ms, 1000);
+        // A new checkpoint replaces the value; a malformed one forgets the pod.
+        let folded = apply_changes(
+            &mut working,
+            vec![
+                change("n1", 1, "s:u1", "ns/a@5000@500@1024"),
+                change("n1", 1, "s:u2", "junk"),
+            ],
+        );
+        assert!(folded.scavengers_changed);
+        assert_eq!(working["n1"].scavengers()["u1"].checkpoint_ms, 5000);
+        assert!(!working["n1"].scavengers().contains_key("u2"));
+        // Other keys leave scavengers alone.
+        let folded = apply_changes(&mut working, vec![change("n1", 1, "m:cpu", "1@1")]);
+        assert!(!folded.scavengers_changed);
+
+        let snap = Snapshot::from_entries(working.values().map(|e| (**e).clone()));
+        let mut a: Vec<u64> = snap
+            .scavenger_job("ns/a")
+            .iter()
+            .map(|p| p.checkpoint_ms)
+            .collect();
+        a.sort_unstable();
+        assert_eq!(a, [3000, 5000], "a job's pods on every node");
+        assert!(snap.scavenger_job("ns/b").is_empty());
+
+        // A re-read of the member (which shows deletions) replaces the set; another
+        // generation's read is ignored.
+        let entry = working.get_mut("n1").unwrap();
+        assert!(!replace_scavengers(entry, 2, Default::default()));
+        assert!(replace_scavengers(entry, 1, Default::default()));
+        assert!(working["n1"].scavengers().is_empty());
+        assert!(!replace_scavengers(
+            working.get_mut("n1").unwrap(),
+            1,
+            Default::default()
+        ));
+
+        // A restarted agent's pods go with its old generation.
+        let folded = apply_changes(&mut working, vec![change("n2", 2, "role", "agent")]);
+        assert!(folded.scavengers_changed);
+        assert!(working["n2"].scavengers().is_empty());
+    }
+
+    #[test]
+    fn only_live_nodes_with_recent_metrics_are_fresh() {
+        let state = NodeState::from_key_values([("m:node_cpu", "1@100000")]);
+        let stale = Duration::from_secs(10);
+        let live = NodeEntry::new("n", 1, Liveness::Live, state.clone());
+        assert!(live.fresh(110_000, stale));
+        assert!(!live.fresh(110_001, stale));
+        assert!(!NodeEntry::new("n", 1, Liveness::Dead, state.clone()).fresh(100_000, stale));
+        assert!(!NodeEntry::new("n", 1, Liveness::Left, state).fresh(100_000, stale));
+        let silent = NodeEntry::new("n", 1, Liveness::Live, NodeState::default());
+        assert!(!silent.fresh(100_000, stale), "no metric at all: not fresh");
     }
 }

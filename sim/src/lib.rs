@@ -66,6 +66,9 @@ impl Default for SimConfig {
 pub struct Sim {
     /// The server state, for tests that look inside or set up objects directly.
     pub server: Arc<Server>,
+    /// The ledger of modelled work: give it to the kubelet stand-ins; its figures are served at
+    /// [`cluster::workload::WORKLOADS_PATH`].
+    pub workloads: cluster::workload::Workloads,
     addr: SocketAddr,
     url: String,
     ca_pem: Option<String>,
@@ -88,7 +91,8 @@ impl Sim {
         let addr = listener.local_addr()?;
         let _ = server.address.set(addr.to_string());
         let stop = CancellationToken::new();
-        let router = server.router();
+        let workloads = cluster::workload::Workloads::default();
+        let router = server.router().merge(workloads.router());
         let (url, ca_pem) = if config.tls {
             let cert = tls::self_signed(addr.ip())?;
             let acceptor = tls::acceptor(&cert)?;
@@ -117,6 +121,7 @@ impl Sim {
         tracing::info!(%url, "sim listening");
         Ok(Self {
             server,
+            workloads,
             addr,
             url,
             ca_pem,

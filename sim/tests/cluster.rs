@@ -1,7 +1,9 @@
 //! sim's scheduler and kubelet stand-ins against the API server through the kube client: pods are
 //! placed by resource fit, node selectors and taints, then by a real HTTP extender registered in a
 //! KubeSchedulerConfiguration (filter with reasons, prioritize, managedResources); unplaceable pods
-//! get kube-scheduler's condition and Event; the kubelet runs pods and crashes them on cue.
+//! get kube-scheduler's condition and Event, and preempt lower-priority pods as upstream's
+//! default preemption does (an extender's preempt verb included); the kubelet runs pods and
+//! crashes them on cue.
 #![allow(clippy::unwrap_used)]
 
 use std::collections::BTreeMap;
@@ -114,6 +116,8 @@ async fn cluster(nodes: usize, config: SchedulerConfiguration) -> Cluster {
                 base: Duration::from_millis(300),
                 max: Duration::from_secs(1),
             },
+            host_root: None,
+            workloads: sim.workloads.clone(),
         };
         tokio::spawn(kubelet.run(client.clone(), faults_rx.clone(), stop.clone()));
     }
@@ -599,4 +603,360 @@ async fn a_readiness_probe_holds_ready_until_its_first_probe() {
         seen_not_ready_first,
         "Ready before the probe's initial delay"
     );
+}
+
+/// Creates PriorityClasses `name=value` (`Never` in the name: `preemptionPolicy: Never`).
+async fn priority_classes(client: &Client, classes: &[(&str, i32)]) {
+    let api = Api::<k8s_openapi::api::scheduling::v1::PriorityClass>::all(client.clone());
+    for (name, value) in classes {
+        let policy = if name.contains("never") {
+            "Never"
+        } else {
+            "PreemptLowerPriority"
+        };
+        let pc = serde_json::from_value(json!({
+            "metadata": {"name": name}, "value": value, "preemptionPolicy": policy,
+        }))
+        .unwrap();
+        api.create(&PostParams::default(), &pc).await.unwrap();
+    }
+}
+
+/// A pod of PriorityClass `class` asking for 4 of a sim node's 8 CPUs, on `node` if given.
+fn half_node(class: &str, node: Option<&str>) -> Value {
+    let mut spec = json!({
+        "priorityClassName": class,
+        "containers": container(json!({"requests": {"cpu": "4"}})),
+    });
+    if let Some(node) = node {
+        spec["nodeSelector"] = json!({"kubernetes.io/hostname": node});
+    }
+    spec
+}
+
+async fn unschedulable_message(client: &Client, name: &str) -> String {
+    let api = Api::<Pod>::namespaced(client.clone(), "default");
+    eventually(&format!("{name} marked unschedulable"), WAIT, || async {
+        api.get(name)
+            .await
+            .ok()?
+            .status?
+            .conditions?
+            .into_iter()
+            .find(|c| c.type_ == "PodScheduled" && c.status == "False")?
+            .message
+    })
+    .await
+}
+
+/// Follows `victim` until it is deleted; returns the conditions it had last.
+async fn conditions_when_deleted(
+    mut events: impl futures::Stream<Item = Result<kube::api::WatchEvent<Pod>, kube::Error>> + Unpin,
+    victim: &str,
+) -> Vec<k8s_openapi::api::core::v1::PodCondition> {
+    let mut last = Vec::new();
+    tokio::time::timeout(WAIT, async {
+        while let Some(Ok(event)) = events.next().await {
+            match event {
+                kube::api::WatchEvent::Modified(p)
+                    if p.metadata.name.as_deref() == Some(victim) =>
+                {
+                    last = p.status.and_then(|s| s.conditions).unwrap_or_default();
+                }
+                kube::api::WatchEvent::Deleted(p) if p.metadata.name.as_deref() == Some(victim) => {
+                    return;
+                }
+                _ => {}
+            }
+        }
+        panic!("the pod watch ended before {victim} was deleted");
+    })
+    .await
+    .unwrap_or_else(|_| panic!("{victim} was not deleted within {WAIT:?}"));
+    last
+}
+
+/// The pod-priority-preemption page's behaviour through the API: `preemptionPolicy: Never`
+/// waits without preempting; a higher-priority pod evicts the fewest, lowest pods, sparing one a
+/// PodDisruptionBudget guards while another victim will do; victims get the DisruptionTarget
+/// condition and a Preempted Event; the preemptor is nominated and then placed there, and a pod
+/// of its priority that was waiting longer does not take the room it made.
+#[tokio::test]
+async fn a_higher_priority_pod_preempts_the_fewest_and_lowest_pods_it_needs() {
+    let c = cluster(2, SchedulerConfiguration::default()).await;
+    priority_classes(
+        &c.client,
+        &[
+            ("low", 10),
+            ("mid", 20),
+            ("high", 1000),
+            ("high-never", 1000),
+        ],
+    )
+    .await;
+    let pods = Api::<Pod>::namespaced(c.client.clone(), "default");
+    // sim-node-0: a guarded low pod and a mid pod; sim-node-1: two high pods (no victims).
+    create_pod(
+        &c.client,
+        "guarded",
+        half_node("low", Some("sim-node-0")),
+        json!({"app": "guarded"}),
+    )
+    .await;
+    create_pod(
+        &c.client,
+        "mid",
+        half_node("mid", Some("sim-node-0")),
+        json!({"app": "mid"}),
+    )
+    .await;
+    create_pod(
+        &c.client,
+        "keep-1",
+        half_node("high", Some("sim-node-1")),
+        json!({}),
+    )
+    .await;
+    create_pod(
+        &c.client,
+        "keep-2",
+        half_node("high", Some("sim-node-1")),
+        json!({}),
+    )
+    .await;
+    for name in ["guarded", "mid", "keep-1", "keep-2"] {
+        running_on(&c.client, name).await;
+    }
+    let pdbs = Api::<k8s_openapi::api::policy::v1::PodDisruptionBudget>::namespaced(
+        c.client.clone(),
+        "default",
+    );
+    let pdb = serde_json::from_value(json!({
+        "metadata": {"name": "guarded"},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "guarded"}}},
+    }))
+    .unwrap();
+    pdbs.create(&PostParams::default(), &pdb).await.unwrap();
+    // What the disruption controller would write: nothing may go.
+    pdbs.patch_status(
+        "guarded",
+        &PatchParams::default(),
+        &Patch::Merge(
+            json!({"status": {"disruptionsAllowed": 0, "currentHealthy": 1,
+                                        "desiredHealthy": 1, "expectedPods": 1}}),
+        ),
+    )
+    .await
+    .unwrap();
+
+    // preemptionPolicy: Never waits for room and evicts nobody.
+    create_pod(
+        &c.client,
+        "patient",
+        half_node("high-never", None),
+        json!({}),
+    )
+    .await;
+    assert_eq!(
+        unschedulable_message(&c.client, "patient").await,
+        "0/2 nodes are available: 2 Insufficient cpu. \
+         preemption: not eligible due to preemptionPolicy=Never."
+    );
+
+    let list = pods.list(&ListParams::default()).await.unwrap();
+    let watch = pods
+        .watch(
+            &kube::api::WatchParams::default(),
+            list.metadata.resource_version.as_deref().unwrap(),
+        )
+        .await
+        .unwrap()
+        .boxed();
+    create_pod(&c.client, "urgent", half_node("high", None), json!({})).await;
+    // Without the budget the lowest pod (guarded) would go; with it, the mid one does.
+    let conditions = conditions_when_deleted(watch, "mid").await;
+    let target = conditions
+        .iter()
+        .find(|c| c.type_ == "DisruptionTarget")
+        .expect("the victim got DisruptionTarget before deletion");
+    assert_eq!(target.status, "True");
+    assert_eq!(target.reason.as_deref(), Some("PreemptionByScheduler"));
+    assert_eq!(
+        target.message.as_deref(),
+        Some("default-scheduler: preempting to accommodate a higher priority pod")
+    );
+    let urgent = running_on(&c.client, "urgent").await;
+    assert_eq!(node_of(&urgent), "sim-node-0");
+    assert_eq!(
+        urgent.status.unwrap().nominated_node_name.as_deref(),
+        Some("sim-node-0")
+    );
+    let urgent_uid = urgent.metadata.uid.unwrap();
+    let events = Api::<Event>::namespaced(c.client.clone(), "default");
+    eventually("the Preempted event on the victim", WAIT, || async {
+        let list = events.list(&ListParams::default()).await.ok()?;
+        list.items.into_iter().find(|e| {
+            e.reason.as_deref() == Some("Preempted")
+                && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("mid")
+                && e.related.as_ref().and_then(|r| r.name.as_deref()) == Some("urgent")
+                && e.note.as_deref()
+                    == Some(format!("Preempted by pod {urgent_uid} on node sim-node-0").as_str())
+        })
+    })
+    .await;
+    // Nobody else went, and the patient pod (same priority, older) did not take the room.
+    for name in ["guarded", "keep-1", "keep-2"] {
+        running_on(&c.client, name).await;
+    }
+    let patient = pods.get("patient").await.unwrap();
+    assert!(patient.spec.unwrap().node_name.is_none());
+    assert!(patient.status.unwrap().nominated_node_name.is_none());
+}
+
+/// An extender with a preemptVerb reviews the candidates as kube-scheduler sends them (victims
+/// by UID to a nodeCacheCapable extender, whole pods otherwise) and its answer decides: the node
+/// it drops is not used, the victims it names are the ones evicted, and no node means no
+/// preemption.
+#[tokio::test]
+async fn an_extenders_preempt_answer_replaces_the_candidates_node_names() {
+    extender_preempt_answer_replaces_the_candidates(true).await;
+}
+
+#[tokio::test]
+async fn an_extenders_preempt_answer_replaces_the_candidates_full_pods() {
+    extender_preempt_answer_replaces_the_candidates(false).await;
+}
+
+async fn extender_preempt_answer_replaces_the_candidates(node_cache_capable: bool) {
+    let sent: Arc<std::sync::Mutex<Option<Value>>> = Arc::default();
+    let answer: Arc<std::sync::Mutex<Value>> = Arc::new(std::sync::Mutex::new(json!({})));
+    let app = {
+        let (sent, answer) = (sent.clone(), answer.clone());
+        axum::Router::new().route(
+            "/ext/preempt",
+            post(move |Json(args): Json<Value>| {
+                let (sent, answer) = (sent.clone(), answer.clone());
+                async move {
+                    *sent.lock().unwrap() = Some(args);
+                    let answer = answer.lock().unwrap().clone();
+                    Json(json!({"NodeNameToMetaVictims": answer}))
+                }
+            }),
+        )
+    };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let config = SchedulerConfiguration::parse(&format!(
+        "apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+extenders:
+- urlPrefix: http://{addr}/ext
+  preemptVerb: preempt
+  nodeCacheCapable: {node_cache_capable}
+  httpTimeout: 1s
+"
+    ))
+    .unwrap();
+    let c = cluster(2, config).await;
+    priority_classes(&c.client, &[("low", 10), ("mid", 20), ("high", 1000)]).await;
+    create_pod(
+        &c.client,
+        "x",
+        half_node("low", Some("sim-node-0")),
+        json!({}),
+    )
+    .await;
+    create_pod(
+        &c.client,
+        "keep",
+        half_node("high", Some("sim-node-0")),
+        json!({}),
+    )
+    .await;
+    create_pod(
+        &c.client,
+        "y-low",
+        half_node("low", Some("sim-node-1")),
+        json!({}),
+    )
+    .await;
+    create_pod(
+        &c.client,
+        "y-mid",
+        half_node("mid", Some("sim-node-1")),
+        json!({}),
+    )
+    .await;
+    let mut uid = BTreeMap::new();
+    for name in ["x", "keep", "y-low", "y-mid"] {
+        let pod = running_on(&c.client, name).await;
+        uid.insert(name, pod.metadata.uid.unwrap());
+    }
+    // The extender drops sim-node-0 and would rather lose y-mid than y-low.
+    *answer.lock().unwrap() =
+        json!({"sim-node-1": {"Pods": [{"UID": uid["y-mid"]}], "NumPDBViolations": 0}});
+    create_pod(&c.client, "urgent", half_node("high", None), json!({})).await;
+    let urgent = running_on(&c.client, "urgent").await;
+    assert_eq!(node_of(&urgent), "sim-node-1");
+    let args = sent.lock().unwrap().clone().unwrap();
+    assert_eq!(args["Pod"]["metadata"]["name"], "urgent");
+    let sent_victims = if node_cache_capable {
+        assert!(args["NodeNameToVictims"].is_null(), "{args}");
+        args["NodeNameToMetaVictims"].clone()
+    } else {
+        assert!(args["NodeNameToMetaVictims"].is_null(), "{args}");
+        // Whole pods: compared by UID after checking they are pods.
+        let full = args["NodeNameToVictims"].as_object().unwrap();
+        let by_uid: serde_json::Map<String, Value> = full
+            .iter()
+            .map(|(node, v)| {
+                let pods: Vec<Value> = v["Pods"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|p| {
+                        assert!(p["spec"]["containers"].is_array(), "a whole pod: {p}");
+                        json!({"UID": p["metadata"]["uid"]})
+                    })
+                    .collect();
+                let victims = json!({"Pods": pods, "NumPDBViolations": v["NumPDBViolations"]});
+                (node.clone(), victims)
+            })
+            .collect();
+        Value::Object(by_uid)
+    };
+    assert_eq!(
+        sent_victims,
+        json!({
+            "sim-node-0": {"Pods": [{"UID": uid["x"]}], "NumPDBViolations": 0},
+            "sim-node-1": {"Pods": [{"UID": uid["y-low"]}], "NumPDBViolations": 0},
+        })
+    );
+    let pods = Api::<Pod>::namespaced(c.client.clone(), "default");
+    eventually("y-mid deleted", WAIT, || async {
+        pods.get_opt("y-mid").await.ok()?.is_none().then_some(())
+    })
+    .await;
+    for name in ["x", "keep", "y-low"] {
+        assert!(
+            pods.get_opt(name).await.unwrap().is_some(),
+            "{name} survived"
+        );
+    }
+
+    // An empty answer means no preemption at all.
+    *answer.lock().unwrap() = json!({});
+    create_pod(&c.client, "also-urgent", half_node("high", None), json!({})).await;
+    assert_eq!(
+        unschedulable_message(&c.client, "also-urgent").await,
+        "0/2 nodes are available: 2 Insufficient cpu. \
+         preemption: no candidate node for preemption"
+    );
+    for name in ["x", "keep", "y-low", "urgent"] {
+        assert!(
+            pods.get_opt(name).await.unwrap().is_some(),
+            "{name} survived"
+        );
+    }
 }

@@ -61,6 +61,8 @@ async fn cluster() -> Cluster {
             node: format!("sim-node-{i}"),
             index: i,
             backoff: Backoff::default(),
+            host_root: None,
+            workloads: sim.workloads.clone(),
         };
         tokio::spawn(kubelet.run(client.clone(), faults.clone(), stop.clone()));
     }

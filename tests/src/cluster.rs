@@ -47,6 +47,9 @@ impl ClusterParts {
                 node: format!("sim-node-{i}"),
                 index: u8::try_from(i).expect("fewer than 256 nodes"),
                 backoff: Backoff::default(),
+                // Where a mesh's agent for this node reads its host (crate::mesh).
+                host_root: Some(env.dir().join("hosts").join(format!("sim-node-{i}"))),
+                workloads: env.sim.workloads.clone(),
             };
             tokio::spawn(kubelet.run(client.clone(), faults_rx.clone(), stop.clone()));
         }

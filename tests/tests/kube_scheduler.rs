@@ -12,7 +12,10 @@
 //!   recovers the pod is bound within seconds (the figure is printed: telemetry file change to
 //!   pod bound);
 //! - preemption never acts on a node the pod's policy refuses (both modes), and still acts on
-//!   an allowed node when that makes room.
+//!   an allowed node when that makes room;
+//! - kube-scheduler's preemption through sim (PriorityClasses, the victim's DisruptionTarget
+//!   status patch, its deletion and Preempted Event, the preemptor's nominatedNodeName), and
+//!   sim's stand-in doing the same in the same words.
 //!
 //! Skipped, saying so, when the kube-scheduler binary is absent.
 #![allow(clippy::unwrap_used)]
@@ -20,9 +23,11 @@
 use std::io::Write as _;
 use std::time::{Duration, Instant};
 
+use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
-use kube::api::{Api, PostParams};
+use kube::api::{Api, ListParams, PostParams, WatchEvent, WatchParams};
 use serde_json::{Value, json};
 use telemesh_sim::cluster::scheduler::{self, config::SchedulerConfiguration};
 use telemesh_tests::SimEnv;
@@ -402,4 +407,220 @@ async fn preemption_makes_room_on_an_allowed_node() {
         low2_uid,
         "the low-priority pod on the refused node survives"
     );
+}
+
+/// What a watch saw of one preemption: the victim's conditions when it was deleted, and the
+/// preemptor's nomination with the PodScheduled message written with it.
+#[derive(Debug)]
+struct Preemption {
+    victim_conditions: Vec<k8s_openapi::api::core::v1::PodCondition>,
+    nominated: String,
+    message: String,
+}
+
+impl Scene {
+    /// Creates `preemptor` and follows the pod watch until `victim` is deleted and `preemptor`
+    /// nominated.
+    async fn preempt(&self, preemptor: Value, victim: &str) -> Preemption {
+        let name = preemptor["metadata"]["name"].as_str().unwrap().to_owned();
+        let rv = self.pods.list(&ListParams::default()).await.unwrap();
+        let rv = rv.metadata.resource_version.unwrap();
+        let mut events = self
+            .pods
+            .watch(&WatchParams::default(), &rv)
+            .await
+            .unwrap()
+            .boxed();
+        self.create(preemptor).await;
+        let (mut conditions, mut deleted) = (None, false);
+        let follow = async {
+            while let Some(event) = events.next().await {
+                match event.unwrap() {
+                    WatchEvent::Modified(p) if p.metadata.name.as_deref() == Some(victim) => {
+                        conditions = p.status.and_then(|s| s.conditions);
+                    }
+                    WatchEvent::Deleted(p) if p.metadata.name.as_deref() == Some(victim) => {
+                        deleted = true;
+                    }
+                    WatchEvent::Modified(p) if p.metadata.name.as_deref() == Some(&name) => {
+                        let status = p.status.unwrap_or_default();
+                        if let Some(node) = status.nominated_node_name {
+                            assert!(deleted, "{name} nominated before {victim} was deleted");
+                            let message = status
+                                .conditions
+                                .into_iter()
+                                .flatten()
+                                .find(|c| c.type_ == "PodScheduled")
+                                .and_then(|c| c.message)
+                                .unwrap_or_default();
+                            return (node, message);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            panic!("the pod watch ended");
+        };
+        let Ok((nominated, message)) = tokio::time::timeout(WAIT, follow).await else {
+            let out = self.scheduler.process.output();
+            panic!(
+                "no preemption of {victim} for {name} within {WAIT:?}; kube-scheduler's last lines:\n{}",
+                out[out.len().saturating_sub(60)..].join("\n")
+            );
+        };
+        Preemption {
+            victim_conditions: conditions.unwrap_or_default(),
+            nominated,
+            message,
+        }
+    }
+
+    /// The `Preempted` Event on `victim`: (note, related pod's name, reporting controller).
+    async fn preempted_event(&self, victim: &str) -> (String, String, String) {
+        let events: Api<Event> = Api::namespaced(self.env.client().await, POLICY_NAMESPACE);
+        self.until(&format!("the Preempted Event on {victim}"), async || {
+            let list = events.list(&ListParams::default()).await.ok()?;
+            list.items.into_iter().find_map(|e| {
+                let regarding = e.regarding.as_ref()?.name.as_deref()?;
+                (e.reason.as_deref() == Some("Preempted") && regarding == victim).then(|| {
+                    (
+                        e.note.clone().unwrap_or_default(),
+                        e.related.and_then(|r| r.name).unwrap_or_default(),
+                        e.reporting_controller.unwrap_or_default(),
+                    )
+                })
+            })
+        })
+        .await
+    }
+}
+
+fn disruption_target(
+    conditions: &[k8s_openapi::api::core::v1::PodCondition],
+) -> (String, Option<String>, Option<String>) {
+    let c = conditions
+        .iter()
+        .find(|c| c.type_ == "DisruptionTarget")
+        .expect("the victim got DisruptionTarget before it was deleted");
+    (c.status.clone(), c.reason.clone(), c.message.clone())
+}
+
+/// The real kube-scheduler preempts a low-priority pod for a high-priority one through sim:
+/// the victim gets DisruptionTarget through the status subresource, is deleted and gets the
+/// Preempted Event; the preemptor is nominated, then bound. sim's stand-in, run beside it on the
+/// same cluster and configuration (extender preempt verb included), does the same in the same
+/// words.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kube_scheduler_preempts_through_sim_as_sims_stand_in_does() {
+    let test = "kube_scheduler_preempts_through_sim_as_sims_stand_in_does";
+    let Some(scene) = Scene::start(test, [50.0, 50.0, 50.0], true).await else {
+        return;
+    };
+    scene
+        .create(pinned("low-0", "sim-node-0", "8", "low"))
+        .await;
+    scene
+        .create(pinned("full-1", "sim-node-1", "8", "high"))
+        .await;
+    scene
+        .create(pinned("full-2", "sim-node-2", "8", "high"))
+        .await;
+
+    let upstream = scene
+        .preempt(linked("preemptor", "4", Some("high")), "low-0")
+        .await;
+    assert_eq!(upstream.nominated, "sim-node-0");
+    assert_eq!(
+        disruption_target(&upstream.victim_conditions),
+        (
+            "True".to_owned(),
+            Some("PreemptionByScheduler".to_owned()),
+            Some("default-scheduler: preempting to accommodate a higher priority pod".to_owned())
+        )
+    );
+    assert_eq!(scene.bound("preemptor").await, "sim-node-0");
+    let preemptor_uid = scene.get("preemptor").await.unwrap().metadata.uid.unwrap();
+    let (note, related, _) = scene.preempted_event("low-0").await;
+    assert_eq!(
+        note,
+        format!("Preempted by pod {preemptor_uid} on node sim-node-0")
+    );
+    assert_eq!(related, "preemptor");
+
+    // The same again with sim's stand-in under another scheduler name.
+    scene
+        .create(pinned("low-again", "sim-node-0", "4", "low"))
+        .await;
+    let config = std::fs::read_to_string(&scene.scheduler.config).unwrap();
+    let mut config = SchedulerConfiguration::parse(&config).unwrap();
+    for profile in &mut config.profiles {
+        profile.scheduler_name = Some("sim-stand-in".into());
+    }
+    let settings = scheduler::Settings {
+        scheduler_name: "sim-stand-in".into(),
+        config,
+        ..scheduler::Settings::default()
+    };
+    let stop = CancellationToken::new();
+    let _stop_on_drop = stop.clone().drop_guard();
+    let (decisions, _) = tokio::sync::broadcast::channel(16);
+    tokio::spawn(scheduler::run(
+        scene.env.client().await,
+        settings,
+        decisions,
+        stop,
+    ));
+    let mut by_stand_in = linked("preemptor-2", "4", Some("high"));
+    by_stand_in["spec"]["schedulerName"] = json!("sim-stand-in");
+    let stand_in = scene.preempt(by_stand_in, "low-again").await;
+    assert_eq!(stand_in.nominated, "sim-node-0");
+    assert_eq!(
+        stand_in.message, upstream.message,
+        "the PodScheduled message written with the nomination"
+    );
+    assert_eq!(
+        disruption_target(&stand_in.victim_conditions),
+        (
+            "True".to_owned(),
+            Some("PreemptionByScheduler".to_owned()),
+            Some("sim-stand-in: preempting to accommodate a higher priority pod".to_owned())
+        )
+    );
+    assert_eq!(scene.bound("preemptor-2").await, "sim-node-0");
+    let uid = scene
+        .get("preemptor-2")
+        .await
+        .unwrap()
+        .metadata
+        .uid
+        .unwrap();
+    let (note, related, _) = scene.preempted_event("low-again").await;
+    assert_eq!(note, format!("Preempted by pod {uid} on node sim-node-0"));
+    assert_eq!(related, "preemptor-2");
+
+    // preemptionPolicy: Never outranks everything here and still preempts nobody, in the same
+    // words from both.
+    let never: PriorityClass = serde_json::from_value(
+        json!({"metadata": {"name": "top-never"}, "value": 5000, "preemptionPolicy": "Never"}),
+    )
+    .unwrap();
+    Api::<PriorityClass>::all(scene.env.client().await)
+        .create(&PostParams::default(), &never)
+        .await
+        .unwrap();
+    scene
+        .create(linked("patient", "4", Some("top-never")))
+        .await;
+    let mut patient = linked("patient-2", "4", Some("top-never"));
+    patient["spec"]["schedulerName"] = json!("sim-stand-in");
+    scene.create(patient).await;
+    let upstream = scene.unschedulable("patient").await;
+    assert!(
+        upstream.ends_with(" preemption: not eligible due to preemptionPolicy=Never."),
+        "{upstream}"
+    );
+    assert_eq!(scene.unschedulable("patient-2").await, upstream);
+    for name in ["preemptor", "preemptor-2", "full-1", "full-2"] {
+        assert!(scene.get(name).await.is_some(), "{name} was not preempted");
+    }
 }

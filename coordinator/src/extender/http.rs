@@ -125,6 +125,9 @@ fn serve(
     if let Some(effect) = handled.reward {
         s.metrics.rewarded(verb, effect);
     }
+    if let Some(effect) = &handled.ranked {
+        s.metrics.ranked(effect);
+    }
     let status = StatusCode::from_u16(handled.reply.status).unwrap_or(StatusCode::BAD_REQUEST);
     reply(status, handled.reply)
 }

@@ -4,6 +4,7 @@
 //!
 //! - [`parse`]: one-pass, borrowing request parsing (nodes stay raw JSON);
 //! - [`filter`], [`prioritize`], [`preempt`], [`reward`]: the decisions, pure;
+//! - [`unsaved`]: preempt's victim ranker, sparing scavenger pods with the most unsaved work;
 //! - this module: a request body in, a reply body out ([`Extender`]);
 //! - [`http`]: the HTTP(S) server around it.
 //!
@@ -23,6 +24,7 @@ pub mod parse;
 pub mod preempt;
 pub mod prioritize;
 pub mod reward;
+pub mod unsaved;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -34,8 +36,9 @@ use telemesh_core::policy::{Policy, Unknown};
 
 use self::filter::FilterDecision;
 use self::parse::{Candidates, ParseError};
-use self::preempt::{KeepVictims, VictimRanker};
+use self::preempt::{KeepVictims, RankEffect, VictimRanker};
 use self::reward::RewardSettings;
+use self::unsaved::{ScavengerVictims, UnsavedWork};
 use crate::actions::placements::Placements;
 use crate::metrics::{Outcome, RewardEffect};
 use crate::policies::PolicyCache;
@@ -62,6 +65,8 @@ pub struct Settings {
     pub unknown_score: UnknownScore,
     /// How rewards score, blend and filter.
     pub rewards: RewardSettings,
+    /// How preempt treats scavenger victims.
+    pub scavenger_victims: ScavengerVictims,
 }
 
 impl Default for Settings {
@@ -71,6 +76,7 @@ impl Default for Settings {
             unknown: Unknown::NotViolating,
             unknown_score: UnknownScore::Neutral,
             rewards: RewardSettings::default(),
+            scavenger_victims: ScavengerVictims::default(),
         }
     }
 }
@@ -104,6 +110,8 @@ pub struct Handled {
     pub failed: usize,
     /// Whether rewards applied to the call, and what they did.
     pub reward: Option<RewardEffect>,
+    /// Preempt only: what the victim ranker changed.
+    pub ranked: Option<RankEffect>,
 }
 
 impl Handled {
@@ -114,6 +122,7 @@ impl Handled {
             passed: 0,
             failed: 0,
             reward: None,
+            ranked: None,
         }
     }
 }
@@ -127,7 +136,7 @@ pub struct Extender {
     pub policies: PolicyCache,
     /// Telemetry and reward treatment.
     pub settings: Settings,
-    /// Where scavenger-aware preemption will rank victims.
+    /// How preempt ranks victims (`settings.scavenger_victims`).
     pub victims: Arc<dyn VictimRanker>,
     /// Placements workload actions ask for.
     pub placements: Placements,
@@ -144,13 +153,20 @@ impl std::fmt::Debug for Extender {
 // === impl Extender ===
 
 impl Extender {
-    /// An extender without victim ranking.
+    /// An extender ranking preemption victims as `settings.scavenger_victims` says.
     pub fn new(view: ClusterView, policies: PolicyCache, settings: Settings) -> Self {
+        let victims: Arc<dyn VictimRanker> = match settings.scavenger_victims {
+            ScavengerVictims::Unsaved => Arc::new(UnsavedWork {
+                view: view.clone(),
+                stale_after: settings.stale_after,
+            }),
+            ScavengerVictims::Scheduler => Arc::new(KeepVictims),
+        };
         Self {
             view,
             policies,
             settings,
-            victims: Arc::new(KeepVictims),
+            victims,
             placements: Placements::default(),
         }
     }
@@ -192,6 +208,7 @@ impl Extender {
             passed,
             failed,
             reward,
+            ranked: None,
         }
     }
 
@@ -306,7 +323,7 @@ impl Extender {
     }
 
     /// Answers a preempt body: the scheduler's candidates without the nodes the pod's policy
-    /// refuses (as filter would), then the victim ranker's say.
+    /// refuses (as filter would), then the victim ranker's say ([`unsaved`]).
     pub fn preempt(&self, body: &[u8]) -> Handled {
         let args: ExtenderPreemptionArgs = match serde_json::from_slice(body) {
             Ok(args) => args,
@@ -344,9 +361,13 @@ impl Extender {
                 refused = refused.len(), "preempt dropped candidate nodes the pod's policy refuses"
             );
         }
-        let result = preempt::preempt(&args, &refused, &*self.victims);
+        let (result, effect) = preempt::preempt(&args, &refused, &*self.victims);
         match serde_json::to_vec(&result) {
-            Ok(body) => Handled::new(ok(body), outcome),
+            Ok(body) => {
+                let mut handled = Handled::new(ok(body), outcome);
+                handled.ranked = Some(effect);
+                handled
+            }
             Err(e) => Handled::new(
                 error_object(&format!("cannot encode the preemption result: {e}")),
                 Outcome::Malformed,

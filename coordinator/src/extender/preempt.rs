@@ -1,25 +1,56 @@
 //! preempt: the scheduler's candidate victims, answered by UID, without the nodes the pod's
-//! policy refuses. Pure: which nodes are refused is the filter's decision, made by the caller.
+//! policy refuses, after the victim ranker's say. Pure: which nodes are refused is the
+//! filter's decision, made by the caller.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use k8s_openapi::api::core::v1::Pod;
 use telemesh_core::extender::{ExtenderPreemptionArgs, ExtenderPreemptionResult, MetaVictims};
+use telemesh_core::scavenge::victims::Loss;
 
-/// Where scavenger-aware preemption plugs in: it may reorder, drop or keep each node's victims
-/// (sparing scavenger pods with the most unsaved work), or drop a node to take it out of the
-/// candidates. [`KeepVictims`] leaves the scheduler's choice as it is.
+/// Where scavenger-aware preemption plugs in: it may replace each node's victims (sparing
+/// scavenger pods with the most unsaved work), or drop a node to take it out of the
+/// candidates. [`KeepVictims`] leaves the scheduler's choice as it is;
+/// [`super::unsaved::UnsavedWork`] ranks by unsaved work.
 pub trait VictimRanker: Send + Sync {
-    /// Adjusts the victims per node for `pod`.
-    fn rank(&self, pod: Option<&Pod>, victims: &mut BTreeMap<String, MetaVictims>);
+    /// Adjusts `victims` (by node, as UIDs; the request is `args`, whose full victims, when the
+    /// scheduler sent them, carry the pods' labels) and says what it did.
+    fn rank(
+        &self,
+        args: &ExtenderPreemptionArgs,
+        victims: &mut BTreeMap<String, MetaVictims>,
+    ) -> RankEffect;
 }
 
-/// The scheduler's victims, unchanged.
+/// What a [`VictimRanker`] changed in one answer.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RankEffect {
+    /// Scheduler-chosen victims swapped out, over all nodes.
+    pub spared: usize,
+    /// Candidate nodes dropped.
+    pub nodes_dropped: usize,
+    /// Unsaved work the swaps saved, core-microseconds, summed over nodes.
+    pub loss_avoided: Loss,
+}
+
+impl RankEffect {
+    /// Whether the answer differs from the scheduler's.
+    pub fn changed(&self) -> bool {
+        self.spared > 0 || self.nodes_dropped > 0
+    }
+}
+
+/// The scheduler's victims, unchanged (`--scavenger-victims scheduler`).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct KeepVictims;
 
 impl VictimRanker for KeepVictims {
-    fn rank(&self, _: Option<&Pod>, _: &mut BTreeMap<String, MetaVictims>) {}
+    fn rank(
+        &self,
+        _: &ExtenderPreemptionArgs,
+        _: &mut BTreeMap<String, MetaVictims>,
+    ) -> RankEffect {
+        RankEffect::default()
+    }
 }
 
 /// Returns the candidate nodes of a preemption request, in either form.
@@ -41,7 +72,7 @@ pub fn preempt(
     args: &ExtenderPreemptionArgs,
     refused: &BTreeSet<&str>,
     ranker: &dyn VictimRanker,
-) -> ExtenderPreemptionResult {
+) -> (ExtenderPreemptionResult, RankEffect) {
     let mut victims: BTreeMap<String, MetaVictims> =
         match (&args.node_name_to_meta_victims, &args.node_name_to_victims) {
             (Some(meta), _) => meta
@@ -56,15 +87,19 @@ pub fn preempt(
                 .collect(),
             (None, None) => BTreeMap::new(),
         };
-    ranker.rank(args.pod.as_ref(), &mut victims);
-    ExtenderPreemptionResult {
-        node_name_to_meta_victims: Some(victims),
-    }
+    let effect = ranker.rank(args, &mut victims);
+    (
+        ExtenderPreemptionResult {
+            node_name_to_meta_victims: Some(victims),
+        },
+        effect,
+    )
 }
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
+    use k8s_openapi::api::core::v1::Pod;
     use telemesh_core::extender::{MetaPod, Victims};
 
     use super::*;
@@ -88,7 +123,7 @@ mod tests {
         };
         assert_eq!(candidate_nodes(&cached).collect::<Vec<_>>(), ["hot", "ok"]);
         let refused = BTreeSet::from(["hot"]);
-        let r = preempt(&cached, &refused, &KeepVictims);
+        let (r, _) = preempt(&cached, &refused, &KeepVictims);
         assert_eq!(
             r.node_name_to_meta_victims,
             Some(BTreeMap::from([("ok".to_owned(), meta("b"))]))
@@ -117,12 +152,12 @@ mod tests {
             node_name_to_meta_victims: None,
         };
         assert_eq!(candidate_nodes(&full).collect::<Vec<_>>(), ["hot", "ok"]);
-        let r = preempt(&full, &refused, &KeepVictims);
+        let (r, _) = preempt(&full, &refused, &KeepVictims);
         assert_eq!(
             r.node_name_to_meta_victims,
             Some(BTreeMap::from([("ok".to_owned(), meta("c"))]))
         );
-        let all = preempt(&full, &BTreeSet::from(["hot", "ok"]), &KeepVictims);
+        let (all, _) = preempt(&full, &BTreeSet::from(["hot", "ok"]), &KeepVictims);
         assert_eq!(
             all.node_name_to_meta_victims,
             Some(BTreeMap::new()),

@@ -489,7 +489,7 @@ impl GossipMember {
         Ok(())
     }
 
-    /// Sets a reserved key (`r:` reward or `v:` violation).
+    /// Sets a reserved key (`r:` reward, `v:` violation, `s:` scavenger pod, QUIC address).
     pub async fn set(&self, key: &StateKey, value: &str) -> Result<()> {
         self.ensure_settable(key)?;
         key.validate()?;
@@ -502,7 +502,7 @@ impl GossipMember {
         Ok(())
     }
 
-    /// Deletes a reserved key (`r:` reward or `v:` violation), if present.
+    /// Deletes a reserved key (`r:` reward, `v:` violation, `s:` scavenger pod), if present.
     pub async fn delete(&self, key: &StateKey) -> Result<()> {
         self.ensure_settable(key)?;
         self.delete_keys(&[key.to_string()]).await;
@@ -531,7 +531,10 @@ impl GossipMember {
     fn ensure_settable(&self, key: &StateKey) -> Result<()> {
         self.ensure_agent()?;
         match key {
-            StateKey::Reward(_) | StateKey::Violation(_) | StateKey::QuicAddr => Ok(()),
+            StateKey::Reward(_)
+            | StateKey::Violation(_)
+            | StateKey::Scavenger(_)
+            | StateKey::QuicAddr => Ok(()),
             _ => Err(GossipError::ManagedKey {
                 key: key.to_string(),
             }),

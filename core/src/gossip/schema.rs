@@ -55,7 +55,8 @@ pub const QUIC_ADDR_KEY: &str = "quic";
 const METRIC_PREFIX: &str = "m:";
 const REWARD_PREFIX: &str = "r:";
 const VIOLATION_PREFIX: &str = "v:";
-const SCAVENGER_PREFIX: &str = "s:";
+/// The prefix of scavenger pod keys ([`StateKey::Scavenger`]).
+pub const SCAVENGER_PREFIX: &str = "s:";
 
 /// Schema errors: what a writer refuses to publish and why a reader skipped an entry.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

@@ -938,6 +938,8 @@ pub fn commit_update(
 ) -> ApiResult<(Arc<Stored>, Vec<String>)> {
     let old = cur.value();
     let now = lifecycle::now();
+    let mut new = new;
+    lifecycle::update_in_txn(txn, def, &old, &mut new)?;
     let mut new = lifecycle::prepare_update(def, &old, new, sub)?;
     let warnings = lifecycle::validate_fields(def, &mut new, Some(&old), opts.field_validation)?;
     if def.group == "apiextensions.k8s.io" {

@@ -357,14 +357,15 @@ fn validate_builtin(def: &ResourceDef, obj: &Value, name: &str) -> ApiResult<()>
                 }
             }
         }
-        ("scheduling.k8s.io", "priorityclasses")
-            if !obj.get("value").is_some_and(Value::is_i64) =>
-        {
-            causes.push((
-                "value".into(),
-                "FieldValueRequired",
-                "Required value".into(),
-            ));
+        ("scheduling.k8s.io", "priorityclasses") => {
+            if !obj.get("value").is_some_and(Value::is_i64) {
+                causes.push((
+                    "value".into(),
+                    "FieldValueRequired",
+                    "Required value".into(),
+                ));
+            }
+            causes.extend(super::priority::class_causes(obj, None));
         }
         _ => {}
     }
@@ -460,49 +461,43 @@ fn field_is(s: &Stored, f: &str, v: &str) -> bool {
     s.field(f) == Some(v)
 }
 
-/// Kind-specific create steps that read other objects (pod priority from its PriorityClass).
+/// Kind-specific create steps that read other objects: the Priority admission plugin (a pod's
+/// priority from its PriorityClass; one default class).
 pub fn create_in_txn(txn: &Txn<'_>, def: &ResourceDef, obj: &mut Value) -> ApiResult<()> {
-    if !(def.group.is_empty() && def.plural == "pods") {
-        return Ok(());
+    match (def.group.as_str(), def.plural.as_str()) {
+        ("", "pods") => super::priority::admit_new_pod(txn, obj),
+        ("scheduling.k8s.io", "priorityclasses") => super::priority::admit_class(txn, obj),
+        _ => Ok(()),
     }
-    let class = str_at(obj, "/spec/priorityClassName").to_owned();
-    let pcs = ResourceId::new("scheduling.k8s.io", "priorityclasses");
-    let found = if class.is_empty() {
-        txn.objects(&pcs)
-            .values()
-            .map(|s| s.value())
-            .find(|pc| pc.get("globalDefault").and_then(Value::as_bool) == Some(true))
-    } else {
-        match txn.get(&pcs, &ObjKey::new("", &class)) {
-            Some(pc) => Some(pc.value()),
-            None => {
-                return Err(ApiError::forbidden(format!(
-                    "pods \"{}\" is forbidden: no PriorityClass with name {class} was found",
-                    str_at(obj, "/metadata/name")
-                )));
-            }
+}
+
+/// Kind-specific update steps that read other objects or the old version: a pod keeps its
+/// priority, a PriorityClass its value and policy, and there stays one default class.
+pub fn update_in_txn(
+    txn: &Txn<'_>,
+    def: &ResourceDef,
+    old: &Value,
+    new: &mut Value,
+) -> ApiResult<()> {
+    match (def.group.as_str(), def.plural.as_str()) {
+        ("", "pods") => {
+            super::priority::keep_on_update(old, new);
+            Ok(())
         }
-    };
-    if let (Some(pc), Some(spec)) = (found, obj.get_mut("spec").and_then(Value::as_object_mut)) {
-        spec.insert(
-            "priority".into(),
-            pc.get("value").cloned().unwrap_or(json!(0)),
-        );
-        spec.insert(
-            "priorityClassName".into(),
-            pc.pointer("/metadata/name").cloned().unwrap_or(json!("")),
-        );
-        spec.entry("preemptionPolicy").or_insert(
-            pc.get("preemptionPolicy")
-                .cloned()
-                .unwrap_or(json!("PreemptLowerPriority")),
-        );
-    } else if let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) {
-        spec.entry("priority").or_insert(json!(0));
-        spec.entry("preemptionPolicy")
-            .or_insert(json!("PreemptLowerPriority"));
+        ("scheduling.k8s.io", "priorityclasses") => {
+            let causes = super::priority::class_causes(new, Some(old));
+            if !causes.is_empty() {
+                return Err(ApiError::invalid(
+                    &def.group,
+                    &def.kind,
+                    str_at(new, "/metadata/name"),
+                    causes,
+                ));
+            }
+            super::priority::admit_class(txn, new)
+        }
+        _ => Ok(()),
     }
-    Ok(())
 }
 
 /// Enforces the resourceVersion precondition of an update: a stale one is a 409 Conflict; an

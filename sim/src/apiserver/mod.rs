@@ -15,6 +15,7 @@ pub mod lifecycle;
 pub mod openapi;
 pub mod openapi_v2;
 pub mod patch;
+pub mod priority;
 pub mod protobuf;
 pub mod request;
 pub mod schema;
@@ -118,6 +119,19 @@ impl Server {
                 &handlers::WriteOptions::internal(),
             ) {
                 tracing::error!(namespace = ns, error = %e.message, "cannot create a built-in namespace");
+            }
+        }
+        for pc in priority::system_class_objects() {
+            if let Err(e) = handlers::create_object(
+                &server,
+                "scheduling.k8s.io",
+                "v1",
+                "priorityclasses",
+                None,
+                pc,
+                &handlers::WriteOptions::internal(),
+            ) {
+                tracing::error!(error = %e.message, "cannot create a system PriorityClass");
             }
         }
         gc::spawn(Arc::downgrade(&server), gc_rx);

@@ -4,7 +4,9 @@
 //! (Succeeded, or restarted under `restartPolicy: Always`); and on cue, from [`FaultRule`]s, its
 //! containers crash (exit 1), are OOM-killed (exit 137) or the pod fails outright. A crashed
 //! container restarts after kubelet's back-off (CrashLoopBackOff, doubling up to a cap), its
-//! `restartCount` and `lastState` updated as kubelet reports them.
+//! `restartCount` and `lastState` updated as kubelet reports them. Pods annotated with their
+//! work (`sim.telemesh.io/work`) play the [`workload`](super::workload) model: they run until
+//! the work is done, checkpoint, resume after interruption, and the ledger counts what is lost.
 //!
 //! Probes: the stand-in runs no processes, so a probe of any kind (exec such as WAM's test-c
 //! `cat /tmp/ready`, httpGet, tcpSocket, grpc) succeeds whenever it runs. As in kubelet, a
@@ -16,6 +18,7 @@
 //! Pod deletion is immediate in sim, so a terminating pod needs nothing from it.
 
 use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -26,6 +29,8 @@ use kube::{Client, ResourceExt as _};
 use serde_json::{Value, json};
 use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
+
+use super::workload::{End, Run, Workloads};
 
 /// The annotation that makes a pod's containers exit 0 after a while (Job pods).
 pub const RUN_FOR_ANNOTATION: &str = "sim.telemesh.io/run-for";
@@ -92,6 +97,11 @@ pub struct Kubelet {
     pub index: u8,
     /// Crash back-off.
     pub backoff: Backoff,
+    /// The node's host root (the directory its agent reads with `--host-root`), where the
+    /// kubelet keeps pods' `emptyDir`s: checkpoint markers are touched there. None: no files.
+    pub host_root: Option<PathBuf>,
+    /// The cluster's ledger of modelled work (shared by every kubelet).
+    pub workloads: Workloads,
 }
 
 /// A container's life as the kubelet plays it.
@@ -111,6 +121,8 @@ struct Tracked {
     started_at: String,
     /// The status last written, to write only changes.
     written: Option<Value>,
+    /// The current container run's modelled work, while it runs.
+    run: Option<Run>,
 }
 
 impl Kubelet {
@@ -145,10 +157,26 @@ impl Kubelet {
             let rules = faults.borrow().clone();
             let now = Instant::now();
             let current = pods.state();
-            tracked.retain(|uid, _| current.iter().any(|p| p.uid().as_deref() == Some(uid)));
+            let gone: Vec<String> = tracked
+                .keys()
+                .filter(|uid| !current.iter().any(|p| p.uid().as_deref() == Some(*uid)))
+                .cloned()
+                .collect();
+            for uid in gone {
+                if let Some(mut t) = tracked.remove(&uid) {
+                    self.interrupt(&mut t, now);
+                }
+                if let Some(root) = &self.host_root {
+                    super::workload::remove_pod_dir(root, &uid);
+                }
+            }
             for pod in current {
                 let Some(uid) = pod.uid() else { continue };
                 if pod.metadata.deletion_timestamp.is_some() {
+                    // Terminating: its containers are stopped, whatever they were doing.
+                    if let Some(t) = tracked.get_mut(&uid) {
+                        self.interrupt(t, now);
+                    }
                     continue;
                 }
                 let t = tracked.entry(uid).or_insert_with(|| {
@@ -163,6 +191,9 @@ impl Kubelet {
                         ip: format!("10.244.{}.{}", self.index, next_ip),
                         started_at: crate::apiserver::lifecycle::now(),
                         written: None,
+                        run: (!super::pod_state::is_terminal(&pod))
+                            .then(|| self.workloads.begin(&pod, self.host_root.as_deref()))
+                            .flatten(),
                     }
                 });
                 if t.written.is_none() && super::pod_state::is_terminal(&pod) {
@@ -193,6 +224,15 @@ impl Kubelet {
         }
     }
 
+    /// Ends the modelled run of a pod whose containers stop at `now` (deleted, evicted):
+    /// the work since its last checkpoint is lost.
+    fn interrupt(&self, t: &mut Tracked, now: Instant) {
+        if let (Some(run), Life::Running { since, .. }) = (t.run.take(), &t.life) {
+            self.workloads
+                .end(run, now.saturating_duration_since(*since), End::Interrupted);
+        }
+    }
+
     /// Moves a container's life on: exits, faults, restarts after back-off.
     fn advance(&self, pod: &Pod, t: &mut Tracked, rules: &[FaultRule], now: Instant) {
         let policy = restart_policy(pod);
@@ -204,10 +244,14 @@ impl Kubelet {
                         since: now,
                         at: crate::apiserver::lifecycle::now(),
                     };
+                    t.run = self.workloads.begin(pod, self.host_root.as_deref());
                 }
             }
             Life::Running { since, at } => {
                 let ran = now.saturating_duration_since(since);
+                if let Some(run) = &mut t.run {
+                    self.workloads.advance(run, ran);
+                }
                 let labels = pod.labels();
                 let fault = rules.iter().find(|r| {
                     r.node == self.node
@@ -221,12 +265,22 @@ impl Kubelet {
                         Fault::Fail => (1, "Error", true),
                     }),
                     None => run_for(pod)
+                        .or_else(|| t.run.as_ref().map(Run::remaining))
                         .filter(|d| ran >= *d)
                         .map(|_| (0, "Completed", false)),
                 };
                 let Some((code, reason, fatal)) = exit else {
                     return;
                 };
+                if let Some(run) = t.run.take() {
+                    let done = code == 0 && ran >= run.remaining();
+                    let end = if done {
+                        End::Completed
+                    } else {
+                        End::Interrupted
+                    };
+                    self.workloads.end(run, ran, end);
+                }
                 t.last_termination = Some(json!({"terminated": {
                     "exitCode": code, "reason": reason, "startedAt": at,
                     "finishedAt": crate::apiserver::lifecycle::now(),
@@ -239,6 +293,7 @@ impl Kubelet {
                 if restarts {
                     t.restarts += 1;
                     t.life = if code == 0 {
+                        t.run = self.workloads.begin(pod, self.host_root.as_deref());
                         Life::Running {
                             since: now,
                             at: crate::apiserver::lifecycle::now(),
@@ -418,6 +473,7 @@ mod tests {
             ip: "10.244.0.3".into(),
             started_at: "t0".into(),
             written: None,
+            run: None,
         }
     }
 
@@ -429,6 +485,8 @@ mod tests {
                 base: Duration::from_secs(10),
                 max: Duration::from_secs(40),
             },
+            host_root: None,
+            workloads: Workloads::default(),
         }
     }
 
@@ -548,6 +606,71 @@ mod tests {
         assert_eq!(s["conditions"][3]["type"], "ContainersReady");
         assert_eq!(s["conditions"][3]["status"], "True");
         assert_eq!(s["containerStatuses"][0]["ready"], true);
+    }
+
+    #[test]
+    fn modelled_work_checkpoints_resumes_after_a_crash_and_completes() {
+        let k = kubelet();
+        let t0 = Instant::now();
+        let at = |s: u64| t0 + Duration::from_secs(s);
+        let p = pod(
+            "OnFailure",
+            json!({"app": "d"}),
+            json!({"sim.telemesh.io/work": "100s", "sim.telemesh.io/checkpoint-every": "30s"}),
+        );
+        let mut t = fresh(t0);
+        t.run = k.workloads.begin(&p, None);
+        let rules = [FaultRule {
+            every: Duration::from_secs(45),
+            ..crash_rule("n1", Fault::Crash)
+        }];
+        k.advance(&p, &mut t, &rules, at(45));
+        let job = |k: &Kubelet| k.workloads.report().jobs["/Pod/p"].clone();
+        assert_eq!(
+            job(&k).figures.wasted_seconds,
+            15.0,
+            "crashed 15 s after the checkpoint at 30 s"
+        );
+        assert!(t.run.is_none(), "nothing runs during back-off");
+        // Back-off 10 s, then the container resumes from 30 s: 70 s left.
+        k.advance(&p, &mut t, &[], at(55));
+        assert_eq!(
+            t.run.as_ref().map(Run::remaining),
+            Some(Duration::from_secs(70))
+        );
+        k.advance(&p, &mut t, &[], at(55 + 69));
+        assert_eq!(status(&p, &t, at(124))["phase"], "Running");
+        k.advance(&p, &mut t, &[], at(55 + 70));
+        assert_eq!(status(&p, &t, at(125))["phase"], "Succeeded");
+        let done = job(&k);
+        assert!(done.done);
+        assert_eq!(done.resumed_seconds, 30.0);
+        assert_eq!(done.figures.checkpoints, 1 + 2, "30; then 60 and 90");
+        assert_eq!(
+            (done.figures.interruptions, done.figures.completions),
+            (1, 1)
+        );
+        assert_eq!(done.figures.ran_seconds, 45.0 + 70.0);
+    }
+
+    #[test]
+    fn a_deleted_pod_loses_its_work_since_the_last_checkpoint() {
+        let k = kubelet();
+        let t0 = Instant::now();
+        let p = pod(
+            "Never",
+            json!({}),
+            json!({"sim.telemesh.io/work": "100s", "sim.telemesh.io/checkpoint-every": "30s"}),
+        );
+        let mut t = fresh(t0);
+        t.run = k.workloads.begin(&p, None);
+        k.advance(&p, &mut t, &[], t0 + Duration::from_secs(65));
+        k.interrupt(&mut t, t0 + Duration::from_secs(70));
+        k.interrupt(&mut t, t0 + Duration::from_secs(80));
+        let report = k.workloads.report();
+        assert_eq!(report.total.wasted_seconds, 10.0, "counted once");
+        assert_eq!(report.total.interruptions, 1);
+        assert_eq!(report.jobs["/Pod/p"].saved_seconds, 60.0);
     }
 
     #[test]

@@ -176,7 +176,19 @@ pub async fn run(args: DevArgs) -> anyhow::Result<bool> {
         let plan = Plan::new(&nodes)?;
         // The real kube-scheduler, or sim's stand-in with the same configuration.
         let stand_in = args.kube_scheduler.is_none().then_some(scheduler_config);
-        tasks = start_cluster(&client, &nodes, stand_in, faults_rx, decisions.clone(), &stop);
+        // Each kubelet keeps its pods' emptyDirs under its node's host root, where the agent reads.
+        let kubelets = nodes
+            .iter()
+            .enumerate()
+            .map(|(i, node)| Kubelet {
+                node: node.clone(),
+                index: u8::try_from(i).unwrap_or(u8::MAX),
+                backoff: Backoff::default(),
+                host_root: Some(dir.join("nodes").join(node)),
+                workloads: sim.workloads.clone(),
+            })
+            .collect();
+        tasks = start_cluster(&client, kubelets, stand_in, faults_rx, decisions.clone(), &stop);
         if let Some(binary) = &args.kube_scheduler {
             let rendered = Render { kubeconfig: kubeconfig.clone(), ..Render::default() }.apply(&scheduler_text)?;
             let config = dir.join("kube-scheduler.yaml");
@@ -398,19 +410,14 @@ async fn start_sim(args: &DevArgs, dir: &Path) -> anyhow::Result<Sim> {
 
 fn start_cluster(
     client: &Client,
-    nodes: &[String],
+    kubelets: Vec<Kubelet>,
     config: Option<SchedulerConfiguration>,
     faults: watch::Receiver<Vec<telemesh_sim::cluster::kubelet::FaultRule>>,
     decisions: broadcast::Sender<scheduler::Decision>,
     stop: &CancellationToken,
 ) -> Vec<tokio::task::JoinHandle<()>> {
     let mut tasks = Vec::new();
-    for (i, node) in nodes.iter().enumerate() {
-        let kubelet = Kubelet {
-            node: node.clone(),
-            index: u8::try_from(i).unwrap_or(u8::MAX),
-            backoff: Backoff::default(),
-        };
+    for kubelet in kubelets {
         tasks.push(tokio::spawn(kubelet.run(
             client.clone(),
             faults.clone(),

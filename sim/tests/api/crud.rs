@@ -273,30 +273,138 @@ async fn generation_counts_spec_changes_only() {
     assert_eq!(d4.resource_version(), d3.resource_version());
 }
 
+/// The Priority admission plugin and PriorityClass validation as kube-apiserver v1.32 has them
+/// (plugin/pkg/admission/priority/admission.go, pkg/apis/scheduling/validation).
 #[tokio::test]
 async fn pods_take_priority_from_their_priority_class() {
     let (_sim, c) = sim().await;
     let pcs: Api<PriorityClass> = Api::all(c.clone());
+    let class = |v: serde_json::Value| -> PriorityClass { serde_json::from_value(v).unwrap() };
+    let message = |e: kube::Error| match e {
+        kube::Error::Api(s) => (s.code, s.message),
+        other => panic!("expected an API error, got {other:?}"),
+    };
+    // The system classes exist from the start, as the API server's post-start hook makes them.
+    let node_critical = pcs.get("system-node-critical").await.unwrap();
+    assert_eq!(node_critical.value, 2_000_001_000);
+    assert_eq!(
+        node_critical.preemption_policy.as_deref(),
+        Some("PreemptLowerPriority")
+    );
+    assert_eq!(
+        pcs.get("system-cluster-critical").await.unwrap().value,
+        2_000_000_000
+    );
     pcs.create(
         &PostParams::default(),
-        &serde_json::from_value(
+        &class(
             json!({"metadata": {"name": "scavenger"}, "value": -100, "preemptionPolicy": "Never"}),
-        )
-        .unwrap(),
+        ),
     )
     .await
     .unwrap();
     let pods: Api<Pod> = Api::default_namespaced(c.clone());
-    let mut p = pod("low", &[]);
-    p.spec.as_mut().unwrap().priority_class_name = Some("scavenger".into());
-    let created = pods.create(&PostParams::default(), &p).await.unwrap();
-    let spec = created.spec.unwrap();
+    let create = |name: &str, spec: serde_json::Value| {
+        let mut p = pod(name, &[]);
+        let mut merged = serde_json::to_value(p.spec.take().unwrap()).unwrap();
+        merged
+            .as_object_mut()
+            .unwrap()
+            .extend(spec.as_object().unwrap().clone());
+        p.spec = Some(serde_json::from_value(merged).unwrap());
+        let pods = pods.clone();
+        async move { pods.create(&PostParams::default(), &p).await }
+    };
+    let spec = create("low", json!({"priorityClassName": "scavenger"}))
+        .await
+        .unwrap()
+        .spec
+        .unwrap();
     assert_eq!(spec.priority, Some(-100));
     assert_eq!(spec.preemption_policy.as_deref(), Some("Never"));
-    let mut p = pod("nope", &[]);
-    p.spec.as_mut().unwrap().priority_class_name = Some("missing".into());
-    let e = pods.create(&PostParams::default(), &p).await.unwrap_err();
-    assert_eq!(code(&e), 403);
+    // Giving the class's own value and policy is allowed; anything else is refused.
+    let same =
+        json!({"priorityClassName": "scavenger", "priority": -100, "preemptionPolicy": "Never"});
+    create("same", same).await.unwrap();
+    assert_eq!(
+        message(
+            create("nope", json!({"priorityClassName": "missing"}))
+                .await
+                .unwrap_err()
+        ),
+        (
+            403,
+            "pods \"nope\" is forbidden: no PriorityClass with name missing was found".into()
+        )
+    );
+    assert_eq!(
+        message(create("own", json!({"priorityClassName": "scavenger", "priority": 5})).await.unwrap_err()),
+        (403, "pods \"own\" is forbidden: the integer value of priority (5) must not be provided in pod spec; \
+               priority admission controller computed -100 from the given PriorityClass name".into())
+    );
+    // No class and no default class: priority 0 and PreemptLowerPriority, which a pod may not
+    // contradict either.
+    let spec = create("plain", json!({})).await.unwrap().spec.unwrap();
+    assert_eq!((spec.priority, spec.priority_class_name), (Some(0), None));
+    assert_eq!(
+        spec.preemption_policy.as_deref(),
+        Some("PreemptLowerPriority")
+    );
+    assert_eq!(
+        message(create("never", json!({"preemptionPolicy": "Never"})).await.unwrap_err()),
+        (403, "pods \"never\" is forbidden: the string value of PreemptionPolicy (Never) must not be provided in pod spec; \
+               priority admission controller computed PreemptLowerPriority from the given PriorityClass name".into())
+    );
+    assert_eq!(
+        message(create("five", json!({"priority": 5})).await.unwrap_err()).0,
+        403
+    );
+    let critical = create(
+        "critical",
+        json!({"priorityClassName": "system-node-critical"}),
+    );
+    assert_eq!(
+        critical.await.unwrap().spec.unwrap().priority,
+        Some(2_000_001_000)
+    );
+
+    // One global default, which pods without a class then get, name included.
+    pcs.create(
+        &PostParams::default(),
+        &class(json!({"metadata": {"name": "everyday"}, "value": 7, "globalDefault": true})),
+    )
+    .await
+    .unwrap();
+    let spec = create("defaulted", json!({})).await.unwrap().spec.unwrap();
+    assert_eq!(spec.priority, Some(7));
+    assert_eq!(spec.priority_class_name.as_deref(), Some("everyday"));
+    let second = class(json!({"metadata": {"name": "other"}, "value": 8, "globalDefault": true}));
+    assert_eq!(
+        message(pcs.create(&PostParams::default(), &second).await.unwrap_err()),
+        (403, "priorityclasses.scheduling.k8s.io \"other\" is forbidden: PriorityClass everyday is already marked as default. Only one default can exist".into())
+    );
+
+    // Reserved names, values above one billion, and a changed value are invalid.
+    for (name, value) in [("system-mine", 5), ("huge", 1_000_000_001)] {
+        let pc = class(json!({"metadata": {"name": name}, "value": value}));
+        assert_eq!(
+            message(pcs.create(&PostParams::default(), &pc).await.unwrap_err()).0,
+            422,
+            "{name}"
+        );
+    }
+    let mut changed = pcs.get("scavenger").await.unwrap();
+    changed.value = -50;
+    let (code, text) = message(
+        pcs.replace("scavenger", &PostParams::default(), &changed)
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(code, 422);
+    assert!(
+        text.contains("value: Forbidden: may not be changed in an update."),
+        "{text}"
+    );
 }
 
 #[tokio::test]

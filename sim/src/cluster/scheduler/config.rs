@@ -66,7 +66,7 @@ pub struct Extender {
     /// Prioritize verb; empty: the extender does not score.
     #[serde(default)]
     pub prioritize_verb: String,
-    /// Preempt verb (sim's scheduler does not preempt; accepted and unused).
+    /// Preempt verb; non-empty: the extender reviews preemption candidates (ProcessPreemption).
     #[serde(default)]
     pub preempt_verb: String,
     /// Bind verb; non-empty: the extender binds the pods it is interested in.

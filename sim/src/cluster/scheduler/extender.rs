@@ -11,7 +11,7 @@ use serde::de::DeserializeOwned;
 
 use telemesh_core::extender::{
     ExtenderArgs, ExtenderBindingArgs, ExtenderBindingResult, ExtenderFilterResult,
-    HostPriorityList,
+    ExtenderPreemptionArgs, ExtenderPreemptionResult, HostPriorityList, Victims,
 };
 
 use super::config::Extender;
@@ -80,6 +80,23 @@ impl ExtenderClient {
         self.call(&self.config.prioritize_verb, args).await
     }
 
+    /// Whether the extender takes part in preemption (`SupportsPreemption`: a preempt verb).
+    pub fn supports_preemption(&self) -> bool {
+        !self.config.preempt_verb.is_empty()
+    }
+
+    /// The preempt verb (`HTTPExtender.ProcessPreemption`): the candidate victims per node go
+    /// by UID when the extender is nodeCacheCapable, in full otherwise; the answer is always by
+    /// UID.
+    pub async fn preempt(
+        &self,
+        pod: &k8s_openapi::api::core::v1::Pod,
+        candidates: &BTreeMap<String, Victims>,
+    ) -> anyhow::Result<ExtenderPreemptionResult> {
+        let args = preemption_args(pod, candidates, self.config.node_cache_capable);
+        self.call(&self.config.preempt_verb, &args).await
+    }
+
     /// The bind verb.
     pub async fn bind(&self, args: &ExtenderBindingArgs) -> anyhow::Result<()> {
         let result: ExtenderBindingResult = self.call(&self.config.bind_verb, args).await?;
@@ -106,9 +123,65 @@ impl ExtenderClient {
     }
 }
 
+/// What kube-scheduler sends an extender's preempt verb: `NodeNameToMetaVictims` (UIDs) when it
+/// is nodeCacheCapable, else `NodeNameToVictims` (whole pods); the other stays null.
+pub fn preemption_args(
+    pod: &k8s_openapi::api::core::v1::Pod,
+    candidates: &BTreeMap<String, Victims>,
+    node_cache_capable: bool,
+) -> ExtenderPreemptionArgs {
+    if node_cache_capable {
+        ExtenderPreemptionArgs {
+            pod: Some(pod.clone()),
+            node_name_to_victims: None,
+            node_name_to_meta_victims: Some(
+                candidates
+                    .iter()
+                    .map(|(node, v)| (node.clone(), v.to_meta()))
+                    .collect(),
+            ),
+        }
+    } else {
+        ExtenderPreemptionArgs {
+            pod: Some(pod.clone()),
+            node_name_to_victims: Some(candidates.clone()),
+            node_name_to_meta_victims: None,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn preempt_args_carry_uids_or_whole_pods_as_kube_scheduler_sends_them() {
+        let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "v", "uid": "u-1"}, "spec": {"containers": []}
+        }))
+        .expect("a pod");
+        let candidates: BTreeMap<String, Victims> = [(
+            "n1".to_owned(),
+            Victims {
+                pods: vec![pod.clone()],
+                num_pdb_violations: 1,
+            },
+        )]
+        .into();
+        let meta = serde_json::to_value(preemption_args(&pod, &candidates, true)).expect("json");
+        assert_eq!(
+            meta["NodeNameToMetaVictims"],
+            serde_json::json!({"n1": {"Pods": [{"UID": "u-1"}], "NumPDBViolations": 1}})
+        );
+        assert!(meta["NodeNameToVictims"].is_null());
+        let full = serde_json::to_value(preemption_args(&pod, &candidates, false)).expect("json");
+        assert_eq!(
+            full["NodeNameToVictims"]["n1"]["Pods"][0]["metadata"]["uid"],
+            "u-1"
+        );
+        assert_eq!(full["NodeNameToVictims"]["n1"]["NumPDBViolations"], 1);
+        assert!(full["NodeNameToMetaVictims"].is_null());
+    }
 
     #[test]
     fn unresolvable_wins_over_failed_as_upstream() {

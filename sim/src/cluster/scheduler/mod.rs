@@ -2,11 +2,14 @@
 //! purposes. Per pod: the default filters ([`super::fit`]), then every interested extender's
 //! filter, then scores (LeastAllocated 0..=100 plus each extender's 0..=10 score × weight × 10,
 //! upstream's scaling), the best node (ties broken at random, as upstream), and a Binding (or the
-//! extender's bind verb). A pod no node takes gets `PodScheduled=False/Unschedulable` and a
-//! `FailedScheduling` Event, and is retried.
+//! extender's bind verb). A pod no node takes goes through upstream's default preemption
+//! ([`preemption`]: victims on each node, the extenders' preempt verb, one node picked); the
+//! victims get the `DisruptionTarget` condition and are deleted, and the pod is nominated to
+//! the node (`status.nominatedNodeName`) and placed on a later attempt. Either way it gets
+//! `PodScheduled=False/Unschedulable` and a `FailedScheduling` Event, and is retried.
 //!
-//! It is a client of the API server like the real one: two reflectors (nodes, pods) and writes
-//! through the kube client. Preemption is not simulated.
+//! It is a client of the API server like the real one: three reflectors (nodes, pods,
+//! PodDisruptionBudgets) and writes through the kube client.
 
 pub mod config;
 pub mod extender;
@@ -18,7 +21,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::{reflector, watcher};
 use kube::{Client, Resource as _, ResourceExt as _};
@@ -27,7 +31,7 @@ use serde_json::json;
 use tokio::sync::{Notify, broadcast};
 use tokio_util::sync::CancellationToken;
 
-use telemesh_core::extender::{ExtenderArgs, ExtenderBindingArgs, MAX_EXTENDER_PRIORITY};
+use telemesh_core::extender::{ExtenderArgs, ExtenderBindingArgs, MAX_EXTENDER_PRIORITY, Victims};
 
 use self::config::SchedulerConfiguration;
 use self::extender::ExtenderClient;
@@ -102,6 +106,7 @@ pub async fn run(
     let changed = Arc::new(Notify::new());
     let (nodes, nodes_writer) = reflector::store::<Node>();
     let (pods, pods_writer) = reflector::store::<Pod>();
+    let (pdbs, pdbs_writer) = reflector::store::<PodDisruptionBudget>();
     let node_stream = reflector(
         nodes_writer,
         watcher(Api::<Node>::all(client.clone()), watcher::Config::default()),
@@ -120,9 +125,21 @@ pub async fn run(
         changed.clone(),
         stop.clone(),
     ));
+    let pdb_stream = reflector(
+        pdbs_writer,
+        watcher(
+            Api::<PodDisruptionBudget>::all(client.clone()),
+            watcher::Config::default(),
+        ),
+    );
+    tokio::spawn(super::notify_on_change(
+        pdb_stream,
+        changed.clone(),
+        stop.clone(),
+    ));
     tokio::select! {
         () = stop.cancelled() => return Ok(()),
-        ready = async { tokio::try_join!(nodes.wait_until_ready(), pods.wait_until_ready()) } => {
+        ready = async { tokio::try_join!(nodes.wait_until_ready(), pods.wait_until_ready(), pdbs.wait_until_ready()) } => {
             ready.map_err(|e| anyhow::anyhow!("scheduler caches never filled: {e}"))?;
         }
     }
@@ -161,33 +178,105 @@ pub async fn run(
             () = changed.notified() => {}
             () = tokio::time::sleep(scheduler.settings.retry) => {}
         }
-        scheduler.pass(&nodes.state(), &pods.state()).await;
+        let budgets: Vec<preemption::Budget> = pdbs
+            .state()
+            .iter()
+            .map(|pdb| preemption::Budget::from_object(pdb))
+            .collect();
+        scheduler
+            .pass(&nodes.state(), &pods.state(), &budgets)
+            .await;
     }
 }
 
 /// What kube-scheduler (v1.32) writes into PodScheduled and the FailedScheduling Event when no
-/// node takes a pod: the filters' reasons, then what its PostFilter (DefaultPreemption) found,
-/// `preemption: 0/3 nodes are available: 1 Preemption is not helpful for scheduling, 2 No
-/// preemption victims found for incoming pod.` A node rejected as unresolvable (taints,
-/// affinity, an extender's FailedAndUnresolvableNodes) is one preemption cannot help; sim never
-/// preempts, so every other node is one where preemption found no victims.
-pub fn unschedulable_message(total: usize, reasons: &[(String, bool)]) -> String {
-    let filters: Vec<String> = reasons.iter().map(|(r, _)| r.clone()).collect();
-    let preemption: Vec<String> = reasons
-        .iter()
-        .map(|(_, unresolvable)| {
-            if *unresolvable {
-                "Preemption is not helpful for scheduling".to_owned()
-            } else {
-                "No preemption victims found for incoming pod".to_owned()
-            }
-        })
+/// node takes a pod (`FitError.Error`): the filters' reasons, then what its PostFilter
+/// (DefaultPreemption) said, e.g. `preemption: 0/3 nodes are available: 1 Preemption is not
+/// helpful for scheduling, 2 No preemption victims found for incoming pod.`; nothing after the
+/// filters' reasons when preemption succeeded.
+pub fn unschedulable_message(total: usize, filters: &[String], post_filter: &str) -> String {
+    let message = fit::unschedulable_message(total, filters);
+    if post_filter.is_empty() {
+        message
+    } else {
+        format!("{message} {post_filter}")
+    }
+}
+
+/// Why one node did not take a pod: the filter's reason and whether it is
+/// UnschedulableAndUnresolvable (taints, affinity, an extender's FailedAndUnresolvableNodes),
+/// which preemption never tries.
+#[derive(Debug, Clone)]
+struct NodeStatus {
+    reason: String,
+    unresolvable: bool,
+}
+
+/// Why `place` found no node.
+enum Unplaced {
+    /// The filters turned every node down (a FitError: preemption runs).
+    Fit(BTreeMap<String, NodeStatus>),
+    /// Scheduling failed as a whole (a non-ignorable extender failed): no preemption.
+    Error(String),
+}
+
+/// A pending pod nominated to a node: counted there for pods of lower or equal priority
+/// (upstream's `RunFilterPluginsWithNominatedPods`).
+#[derive(Debug, Clone)]
+struct Nominee {
+    uid: String,
+    namespace: String,
+    name: String,
+    priority: i32,
+    requests: fit::Resources,
+}
+
+/// What one pass knows besides the node infos: the pods on each node and the nominations.
+struct PassState<'a> {
+    on_node: BTreeMap<String, Vec<&'a Pod>>,
+    nominated: BTreeMap<String, Vec<Nominee>>,
+    budgets: &'a [preemption::Budget],
+}
+
+/// `node`'s info with the nominated pods that `pod` must leave room for added.
+fn with_nominated<'i>(
+    info: &'i NodeInfo,
+    nominated: &BTreeMap<String, Vec<Nominee>>,
+    pod: &Pod,
+) -> std::borrow::Cow<'i, NodeInfo> {
+    let uid = pod.uid().unwrap_or_default();
+    let priority = preemption::priority(pod);
+    let ahead: Vec<&Nominee> = nominated
+        .get(&info.name)
+        .into_iter()
+        .flatten()
+        .filter(|n| n.uid != uid && n.priority >= priority)
         .collect();
-    format!(
-        "{} preemption: {}",
-        fit::unschedulable_message(total, &filters),
-        fit::unschedulable_message(total, &preemption)
-    )
+    if ahead.is_empty() {
+        return std::borrow::Cow::Borrowed(info);
+    }
+    let mut info = info.clone();
+    for n in ahead {
+        info.add(&n.requests);
+    }
+    std::borrow::Cow::Owned(info)
+}
+
+/// `status.nominatedNodeName`, if set.
+fn nominated_node(pod: &Pod) -> Option<&str> {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.nominated_node_name.as_deref())
+        .filter(|n| !n.is_empty())
+}
+
+/// What a preemption attempt decided for the pod's nomination (upstream's `NominatingInfo`).
+#[derive(Debug, Clone, PartialEq)]
+enum Nomination {
+    /// Left as it is.
+    Keep,
+    /// Set to this node (`Some`) or cleared (`None`).
+    Set(Option<String>),
 }
 
 struct Scheduler {
@@ -212,6 +301,7 @@ struct Scheduler {
 #[derive(Debug, Clone)]
 struct Unschedulable {
     message: String,
+    nominated: Option<String>,
     cluster: u64,
     since: tokio::time::Instant,
 }
@@ -263,7 +353,12 @@ impl Scheduler {
         self.served.contains(profile_of(pod))
     }
 
-    async fn pass(&mut self, nodes: &[Arc<Node>], pods: &[Arc<Pod>]) {
+    async fn pass(
+        &mut self,
+        nodes: &[Arc<Node>],
+        pods: &[Arc<Pod>],
+        budgets: &[preemption::Budget],
+    ) {
         let present: BTreeSet<String> = pods.iter().filter_map(|p| p.uid()).collect();
         self.assumed.retain(|uid, _| {
             present.contains(uid)
@@ -317,8 +412,37 @@ impl Scheduler {
             )
         });
         let by_name: BTreeMap<String, &Node> = nodes.iter().map(|n| (n.name_any(), &**n)).collect();
+        let mut state = PassState {
+            on_node: BTreeMap::new(),
+            nominated: BTreeMap::new(),
+            budgets,
+        };
+        for pod in pods.iter().filter(|p| !is_terminal(p)) {
+            match node_name(pod) {
+                Some(node) => state.on_node.entry(node.to_owned()).or_default().push(pod),
+                None => {
+                    if let (Some(node), Some(uid)) = (nominated_node(pod), pod.uid())
+                        && pod.metadata.deletion_timestamp.is_none()
+                        && !self.assumed.contains_key(&uid)
+                    {
+                        state
+                            .nominated
+                            .entry(node.to_owned())
+                            .or_default()
+                            .push(Nominee {
+                                uid,
+                                namespace: pod.namespace().unwrap_or_default(),
+                                name: pod.name_any(),
+                                priority: preemption::priority(pod),
+                                requests: fit::pod_requests(pod),
+                            });
+                    }
+                }
+            }
+        }
         for pod in pending {
-            self.schedule_one(pod, &mut infos, &by_name, cluster).await;
+            self.schedule_one(pod, &mut infos, &by_name, &mut state, cluster)
+                .await;
         }
     }
 
@@ -327,17 +451,24 @@ impl Scheduler {
         pod: &Pod,
         infos: &mut BTreeMap<String, NodeInfo>,
         nodes: &BTreeMap<String, &Node>,
+        state: &mut PassState<'_>,
         cluster: u64,
     ) {
         let key = format!("{}/{}", pod.namespace().unwrap_or_default(), pod.name_any());
         let requests = fit::pod_requests(pod);
-        match self.place(pod, &requests, infos, nodes).await {
+        match self
+            .place(pod, &requests, infos, nodes, &state.nominated)
+            .await
+        {
             Ok((node, filtered)) => match self.bind(pod, &node).await {
                 Ok(()) => {
                     if let Some(uid) = pod.uid() {
                         self.assumed
                             .insert(uid.clone(), (node.clone(), requests.clone()));
                         self.unschedulable.remove(&uid);
+                        for nominees in state.nominated.values_mut() {
+                            nominees.retain(|n| n.uid != uid);
+                        }
                     }
                     if let Some(info) = infos.get_mut(&node) {
                         info.add(&requests);
@@ -360,7 +491,233 @@ impl Scheduler {
                     tracing::debug!(pod = %key, %node, error = format!("{e:#}"), "binding failed; retrying")
                 }
             },
-            Err(message) => self.unschedulable(pod, key, message, cluster).await,
+            Err(Unplaced::Error(message)) => {
+                self.unschedulable(pod, key, message, Nomination::Keep, cluster)
+                    .await;
+            }
+            Err(Unplaced::Fit(statuses)) => {
+                let filters: Vec<String> = statuses.values().map(|s| s.reason.clone()).collect();
+                let (post_filter, nomination) =
+                    self.preempt(pod, &requests, infos, &statuses, state).await;
+                let message = unschedulable_message(infos.len(), &filters, &post_filter);
+                self.unschedulable(pod, key, message, nomination, cluster)
+                    .await;
+            }
+        }
+    }
+
+    /// Upstream's DefaultPreemption PostFilter (`Evaluator.Preempt`) for a pod the filters
+    /// turned down everywhere: returns its message (prefixed `preemption: `, empty on success)
+    /// and what becomes of the pod's nomination. On success the victims are already marked and
+    /// deleted.
+    async fn preempt(
+        &self,
+        pod: &Pod,
+        requests: &fit::Resources,
+        infos: &BTreeMap<String, NodeInfo>,
+        statuses: &BTreeMap<String, NodeStatus>,
+        state: &mut PassState<'_>,
+    ) -> (String, Nomination) {
+        let now = jiff::Timestamp::now();
+        let nominated_unresolvable = nominated_node(pod)
+            .and_then(|n| statuses.get(n))
+            .is_some_and(|s| s.unresolvable);
+        let on_nominated: Vec<&Pod> = nominated_node(pod)
+            .and_then(|n| state.on_node.get(n))
+            .cloned()
+            .unwrap_or_default();
+        if let Some(why) = preemption::ineligible(pod, nominated_unresolvable, &on_nominated) {
+            return (format!("preemption: {why}"), Nomination::Keep);
+        }
+        let none = BTreeSet::new();
+        let ignored = self.ignored.get(profile_of(pod)).unwrap_or(&none);
+        let mut candidates: BTreeMap<String, Victims> = BTreeMap::new();
+        let mut outcomes: Vec<String> = Vec::new();
+        let mut errors: Vec<String> = Vec::new();
+        for (name, info) in infos {
+            let resolvable = statuses.get(name).is_some_and(|s| !s.unresolvable);
+            if !resolvable {
+                outcomes.push(preemption::NOT_HELPFUL.to_owned());
+                continue;
+            }
+            let info = with_nominated(info, &state.nominated, pod);
+            let on_node = state
+                .on_node
+                .get(name)
+                .map(Vec::as_slice)
+                .unwrap_or_default();
+            match preemption::select_victims_on_node(
+                pod,
+                requests,
+                &info,
+                on_node,
+                state.budgets,
+                ignored,
+                now,
+            ) {
+                Ok(victims) => {
+                    candidates.insert(name.clone(), victims);
+                }
+                Err(preemption::NoVictims::Unschedulable(reason)) => outcomes.push(reason),
+                Err(preemption::NoVictims::Error(error)) => errors.push(error),
+            }
+        }
+        if candidates.is_empty() {
+            // Errors fail the attempt (Go's aggregate error: one as is, several in brackets)
+            // and leave the nomination; otherwise the nodes' statuses make the FitError.
+            match errors.as_slice() {
+                [] => {}
+                [one] => return (format!("preemption: {one}"), Nomination::Keep),
+                many => {
+                    return (
+                        format!("preemption: [{}]", many.join(", ")),
+                        Nomination::Keep,
+                    );
+                }
+            }
+            let message = fit::unschedulable_message(infos.len(), &outcomes);
+            return (format!("preemption: {message}"), Nomination::Set(None));
+        }
+        let wants = fit::resource_names(pod);
+        for e in self
+            .extenders
+            .iter()
+            .filter(|e| e.supports_preemption() && e.config.is_interested(&wants))
+        {
+            let answer = match e.preempt(pod, &candidates).await {
+                Ok(answer) => answer,
+                Err(err) if e.config.ignorable => {
+                    tracing::warn!(extender = %e.config.url_prefix, error = format!("{err:#}"), "ignorable extender's preempt failed; skipped");
+                    continue;
+                }
+                Err(err) => return (format!("preemption: {err:#}"), Nomination::Keep),
+            };
+            let answer = answer.node_name_to_meta_victims.unwrap_or_default();
+            match preemption::convert_to_victims(
+                &e.config.url_prefix,
+                &answer,
+                &state.on_node,
+                e.config.ignorable,
+            ) {
+                Ok(victims) => candidates = victims,
+                Err(err) => return (format!("preemption: {err}"), Nomination::Keep),
+            }
+            if candidates.is_empty() {
+                break;
+            }
+        }
+        let Some(node) = preemption::pick_one_node(&candidates, now) else {
+            return (
+                "preemption: no candidate node for preemption".to_owned(),
+                Nomination::Keep,
+            );
+        };
+        let Some(victims) = candidates.get(&node) else {
+            return (
+                "preemption: no candidate node for preemption".to_owned(),
+                Nomination::Keep,
+            );
+        };
+        if let Err(e) = self.prepare_candidate(pod, &node, victims).await {
+            return (format!("preemption: {e:#}"), Nomination::Keep);
+        }
+        self.clear_lower_nominations(pod, &node, state).await;
+        if let Some(uid) = pod.uid() {
+            for nominees in state.nominated.values_mut() {
+                nominees.retain(|n| n.uid != uid);
+            }
+            state
+                .nominated
+                .entry(node.clone())
+                .or_default()
+                .push(Nominee {
+                    uid,
+                    namespace: pod.namespace().unwrap_or_default(),
+                    name: pod.name_any(),
+                    priority: preemption::priority(pod),
+                    requests: requests.clone(),
+                });
+        }
+        (String::new(), Nomination::Set(Some(node)))
+    }
+
+    /// Upstream's `prepareCandidate`: each victim not already being deleted gets the
+    /// `DisruptionTarget` condition through the status subresource, is deleted, and gets a
+    /// `Preempted` Event. A victim already gone is no error.
+    async fn prepare_candidate(
+        &self,
+        preemptor: &Pod,
+        node: &str,
+        victims: &Victims,
+    ) -> anyhow::Result<()> {
+        let scheduler = profile_of(preemptor);
+        let preemptor_uid = preemptor.uid().unwrap_or_default();
+        for victim in &victims.pods {
+            if victim.metadata.deletion_timestamp.is_some() {
+                continue;
+            }
+            let namespace = victim.namespace().unwrap_or_default();
+            let name = victim.name_any();
+            let api: Api<Pod> = Api::namespaced(self.client.clone(), &namespace);
+            let condition = json!({"status": {"conditions": [{
+                "type": preemption::DISRUPTION_TARGET, "status": "True",
+                "reason": preemption::REASON_PREEMPTION_BY_SCHEDULER,
+                "message": preemption::disruption_message(scheduler),
+                "lastTransitionTime": crate::apiserver::lifecycle::now(),
+            }]}});
+            match api
+                .patch_status(&name, &PatchParams::default(), &Patch::Strategic(condition))
+                .await
+            {
+                Ok(_) => {}
+                Err(kube::Error::Api(e)) if e.code == 404 => continue,
+                Err(e) => {
+                    return Err(anyhow::Error::new(e)
+                        .context(format!("adding DisruptionTarget to {namespace}/{name}")));
+                }
+            }
+            match api.delete(&name, &DeleteParams::default()).await {
+                Ok(_) => {}
+                Err(kube::Error::Api(e)) if e.code == 404 => continue,
+                Err(e) => {
+                    return Err(anyhow::Error::new(e)
+                        .context(format!("deleting the victim {namespace}/{name}")));
+                }
+            }
+            tracing::info!(preemptor = %preemptor.name_any(), victim = %format!("{namespace}/{name}"), %node, "preempted");
+            let event = Event {
+                type_: EventType::Normal,
+                reason: "Preempted".into(),
+                note: Some(preemption::preempted_note(&preemptor_uid, node)),
+                action: "Preempting".into(),
+                secondary: Some(preemptor.object_ref(&())),
+            };
+            if let Err(e) = self.recorder.publish(&event, &victim.object_ref(&())).await {
+                tracing::debug!(error = %e, "recording a Preempted event failed");
+            }
+        }
+        Ok(())
+    }
+
+    /// Lower-priority pods nominated to `node` may no longer fit there: their nomination is
+    /// cleared (upstream's `clearNominatedNodeName`), so they are tried anew.
+    async fn clear_lower_nominations(&self, pod: &Pod, node: &str, state: &mut PassState<'_>) {
+        let priority = preemption::priority(pod);
+        let Some(nominees) = state.nominated.get_mut(node) else {
+            return;
+        };
+        let (lower, kept): (Vec<Nominee>, Vec<Nominee>) =
+            nominees.drain(..).partition(|n| n.priority < priority);
+        *nominees = kept;
+        for n in lower {
+            let api: Api<Pod> = Api::namespaced(self.client.clone(), &n.namespace);
+            let patch = json!({"status": {"nominatedNodeName": null}});
+            if let Err(e) = api
+                .patch_status(&n.name, &PatchParams::default(), &Patch::Strategic(patch))
+                .await
+            {
+                tracing::debug!(pod = %n.name, error = %e, "clearing a nomination failed");
+            }
         }
     }
 
@@ -372,19 +729,27 @@ impl Scheduler {
         requests: &fit::Resources,
         infos: &BTreeMap<String, NodeInfo>,
         nodes: &BTreeMap<String, &Node>,
-    ) -> Result<(String, BTreeMap<String, String>), String> {
+        nominated: &BTreeMap<String, Vec<Nominee>>,
+    ) -> Result<(String, BTreeMap<String, String>), Unplaced> {
         // Each rejected node's reason, and whether preemption could never help there.
-        let mut reasons: Vec<(String, bool)> = Vec::new();
+        let mut statuses: BTreeMap<String, NodeStatus> = BTreeMap::new();
         let mut feasible = Vec::new();
         let none = BTreeSet::new();
         let ignored = self.ignored.get(profile_of(pod)).unwrap_or(&none);
         for info in infos.values() {
-            match fit::check(pod, requests, info, ignored) {
+            let info = with_nominated(info, nominated, pod);
+            match fit::check(pod, requests, &info, ignored) {
                 Ok(()) => feasible.push(info.name.clone()),
                 Err(unfit) => {
                     let unresolvable =
                         matches!(unfit, fit::Unfit::Taint { .. } | fit::Unfit::Affinity);
-                    reasons.push((unfit.to_string(), unresolvable));
+                    statuses.insert(
+                        info.name.clone(),
+                        NodeStatus {
+                            reason: unfit.to_string(),
+                            unresolvable,
+                        },
+                    );
                 }
             }
         }
@@ -411,7 +776,13 @@ impl Scheduler {
                     };
                     // Each node once, unresolvable first, as upstream records statuses.
                     for (node, rejection) in extender::rejections(&result) {
-                        reasons.push((rejection.reason.clone(), rejection.unresolvable));
+                        statuses.insert(
+                            node.clone(),
+                            NodeStatus {
+                                reason: rejection.reason.clone(),
+                                unresolvable: rejection.unresolvable,
+                            },
+                        );
                         filtered.insert(node, rejection.reason);
                     }
                     feasible.retain(|n| survivors.contains(n));
@@ -419,11 +790,16 @@ impl Scheduler {
                 Err(err) if e.config.ignorable => {
                     tracing::warn!(extender = %e.config.url_prefix, error = format!("{err:#}"), "ignorable extender failed; scheduling without it");
                 }
-                Err(err) => return Err(format!("extender {}: {err:#}", e.config.url_prefix)),
+                Err(err) => {
+                    return Err(Unplaced::Error(format!(
+                        "extender {}: {err:#}",
+                        e.config.url_prefix
+                    )));
+                }
             }
         }
         if feasible.is_empty() {
-            return Err(unschedulable_message(infos.len(), &reasons));
+            return Err(Unplaced::Fit(statuses));
         }
         let mut scores: BTreeMap<&str, i64> = feasible
             .iter()
@@ -534,27 +910,45 @@ impl Scheduler {
         Ok(())
     }
 
-    async fn unschedulable(&mut self, pod: &Pod, key: String, message: String, cluster: u64) {
+    async fn unschedulable(
+        &mut self,
+        pod: &Pod,
+        key: String,
+        message: String,
+        nomination: Nomination,
+        cluster: u64,
+    ) {
         let Some(uid) = pod.uid() else { return };
+        let current = nominated_node(pod).map(str::to_owned);
+        let nominated = match &nomination {
+            Nomination::Keep => current.clone(),
+            Nomination::Set(node) => node.clone(),
+        };
         let entry = Unschedulable {
             message: message.clone(),
+            nominated: nominated.clone(),
             cluster,
             since: tokio::time::Instant::now(),
         };
         let unchanged = self
             .unschedulable
             .insert(uid, entry)
-            .is_some_and(|previous| previous.message == message);
-        if unchanged {
+            .is_some_and(|previous| previous.message == message && previous.nominated == nominated);
+        if unchanged && nominated == current {
             return;
         }
-        tracing::info!(pod = %key, %message, "unschedulable");
+        tracing::info!(pod = %key, %message, nominated = ?nominated, "unschedulable");
         let api: Api<Pod> =
             Api::namespaced(self.client.clone(), &pod.namespace().unwrap_or_default());
-        let status = json!({"status": {"conditions": [{
+        let mut status = json!({"status": {"conditions": [{
             "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
             "message": message, "lastTransitionTime": crate::apiserver::lifecycle::now(),
         }]}});
+        // One status patch with the condition and, when it changes, the nomination (upstream's
+        // `updatePod`).
+        if nominated != current {
+            status["status"]["nominatedNodeName"] = json!(nominated);
+        }
         if let Err(e) = api
             .patch_status(
                 &pod.name_any(),
@@ -638,6 +1032,7 @@ mod tests {
         let flush = Duration::from_secs(300);
         let waiting = Unschedulable {
             message: "0/1 nodes are available".into(),
+            nominated: None,
             cluster: 7,
             since,
         };

@@ -201,6 +201,16 @@ pub fn split_by_budget<'a>(pods: &[&'a Pod], budgets: &[Budget]) -> (Vec<&'a Pod
     (violating, fine)
 }
 
+/// Why preemption found no victims on a node: a status the node reports in the FitError, or an
+/// error (upstream's `Error` code), which fails the whole attempt when no node is a candidate.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NoVictims {
+    /// The node's status message (e.g. [`NO_VICTIMS`], `Insufficient cpu`).
+    Unschedulable(String),
+    /// Something preemption did not expect (a node where the pod fits with every victim back).
+    Error(String),
+}
+
 /// Finds the fewest, least important pods on one node whose removal lets `pod` fit
 /// (`SelectVictimsOnNode`): every lower-priority pod is removed; if `pod` then fits, victims are
 /// reprieved one by one, PDB-violating ones first, each group most important first, keeping each
@@ -215,7 +225,7 @@ pub fn select_victims_on_node(
     budgets: &[Budget],
     ignored: &BTreeSet<String>,
     now: jiff::Timestamp,
-) -> Result<Victims, String> {
+) -> Result<Victims, NoVictims> {
     let preemptor = priority(pod);
     let mut potential: Vec<&Pod> = on_node
         .iter()
@@ -223,13 +233,14 @@ pub fn select_victims_on_node(
         .filter(|p| priority(p) < preemptor)
         .collect();
     if potential.is_empty() {
-        return Err(NO_VICTIMS.to_owned());
+        return Err(NoVictims::Unschedulable(NO_VICTIMS.to_owned()));
     }
     let mut info = node.clone();
     for victim in &potential {
         info.remove(&fit::pod_requests(victim));
     }
-    fit::check(pod, requests, &info, ignored).map_err(|unfit| unfit.to_string())?;
+    fit::check(pod, requests, &info, ignored)
+        .map_err(|unfit| NoVictims::Unschedulable(unfit.to_string()))?;
     potential.sort_by(|a, b| by_importance(a, b, now));
     let (violating, fine) = split_by_budget(&potential, budgets);
     let mut victims: Vec<&Pod> = Vec::new();
@@ -255,10 +266,10 @@ pub fn select_victims_on_node(
         }
     }
     if victims.is_empty() {
-        return Err(format!(
+        return Err(NoVictims::Error(format!(
             "expected at least one victim pod on node {:?}",
             node.name
-        ));
+        )));
     }
     if !violating.is_empty() && !fine.is_empty() {
         victims.sort_by(|a, b| by_importance(a, b, now));

@@ -45,7 +45,12 @@ fn node_info(name: &str, cpu: &str, pods: &[&Pod]) -> NodeInfo {
     NodeInfo::new(&node, pods.iter().copied())
 }
 
-fn select(preemptor: &Pod, cpu: &str, on: &[&Pod], budgets: &[Budget]) -> Result<Victims, String> {
+fn select(
+    preemptor: &Pod,
+    cpu: &str,
+    on: &[&Pod],
+    budgets: &[Budget],
+) -> Result<Victims, NoVictims> {
     let info = node_info("n", cpu, on);
     select_victims_on_node(
         preemptor,
@@ -83,7 +88,7 @@ fn only_lower_priority_pods_are_victims() {
     // Equal priority never preempts.
     assert_eq!(
         select(&pod("p", 0, "1", 0), "4", &on, &[]).unwrap_err(),
-        NO_VICTIMS
+        NoVictims::Unschedulable(NO_VICTIMS.into())
     );
     // One lower-priority pod must go: the less important (the one that started later).
     let v = select(&pod("p", 50, "1", 0), "4", &on, &[]).unwrap();
@@ -114,7 +119,14 @@ fn a_node_where_even_removing_every_lower_pod_is_not_enough_gives_the_filter_rea
     let high = pod("high", 100, "3", 10);
     let low = pod("low", 0, "1", 10);
     let err = select(&pod("p", 50, "2", 0), "4", &[&high, &low], &[]).unwrap_err();
-    assert_eq!(err, "Insufficient cpu");
+    assert_eq!(err, NoVictims::Unschedulable("Insufficient cpu".into()));
+    // A node where the pod fits with every lower pod back is no candidate, and an error as
+    // upstream (the filters must have turned it down for another reason, e.g. an extender).
+    let err = select(&pod("p", 50, "1", 0), "8", &[&high, &low], &[]).unwrap_err();
+    assert_eq!(
+        err,
+        NoVictims::Error("expected at least one victim pod on node \"n\"".into())
+    );
 }
 
 #[test]
