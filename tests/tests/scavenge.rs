@@ -6,7 +6,8 @@
 //!   Interrupted, and come back first (ahead of a job that never ran) when room returns.
 //!   Skipped, saying so, when the kube-scheduler binary is absent.
 //! - A scavenger whose pod fails on its own goes Failed; one whose PVC and ConfigMap are missing
-//!   goes Failed naming both (sim's scheduler stand-in places the pods).
+//!   goes Failed naming both; one no node can take is given up after the unschedulable timeout
+//!   and waits again, not counted as interrupted (sim's scheduler stand-in places the pods).
 //! - The CRD's schema refuses what it promises to refuse, and the shipped example is valid.
 #![allow(clippy::unwrap_used)]
 
@@ -35,16 +36,16 @@ const NS: &str = "batch";
 const NODES: [&str; 3] = ["sim-node-0", "sim-node-1", "sim-node-2"];
 /// Bounds a broken run; not a timing goal.
 const WAIT: Duration = Duration::from_secs(90);
-const COORDINATOR_ARGS: [&str; 4] = [
+const COORDINATOR_ARGS: [&str; 3] = [
     "--leader-lease-duration=3s",
     "--scavenger-admission-interval=200ms",
-    "--scavenger-unschedulable-timeout=60s",
     "--scavenger-threshold=0.7",
 ];
 
 /// sim with kubelets and controllers, the ScavengerJob CRD and PriorityClass, namespace
-/// [`NS`], an agent per node and one coordinator.
-async fn start() -> (SimEnv, ClusterParts, Mesh, Client) {
+/// [`NS`], an agent per node and one coordinator giving up unschedulable runs after
+/// `unschedulable_timeout` (e.g. `60s`).
+async fn start(unschedulable_timeout: &str) -> (SimEnv, ClusterParts, Mesh, Client) {
     telemesh_core::telemetry::init(telemesh_core::cli::LogFormat::Text, "warn");
     let env = SimEnv::start(NODES.len()).await;
     let parts = ClusterParts::start(&env, NODES.len()).await;
@@ -65,7 +66,10 @@ async fn start() -> (SimEnv, ClusterParts, Mesh, Client) {
         .await
         .unwrap();
     let nodes: Vec<(&str, &str)> = NODES.iter().map(|n| (*n, "node_metric 1\n")).collect();
-    let mesh = Mesh::start_with(&env, &nodes, &[], &COORDINATOR_ARGS, 1).await;
+    let timeout = format!("--scavenger-unschedulable-timeout={unschedulable_timeout}");
+    let mut args = COORDINATOR_ARGS.to_vec();
+    args.push(&timeout);
+    let mesh = Mesh::start_with(&env, &nodes, &[], &args, 1).await;
     (env, parts, mesh, client)
 }
 
@@ -151,6 +155,19 @@ async fn scavenger_pods(client: &Client, name: &str) -> BTreeMap<String, String>
         .collect()
 }
 
+/// The note of an Event with `reason` on each ScavengerJob, by name.
+async fn events(client: &Client, reason: &str) -> BTreeMap<String, String> {
+    Api::<k8s_openapi::api::events::v1::Event>::namespaced(client.clone(), NS)
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some(reason))
+        .filter_map(|e| Some((e.regarding?.name?, e.note.unwrap_or_default())))
+        .collect()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scavengers_fill_to_the_threshold_yield_to_others_and_come_back_first() {
     let Some(binary) =
@@ -158,7 +175,9 @@ async fn scavengers_fill_to_the_threshold_yield_to_others_and_come_back_first() 
     else {
         return;
     };
-    let (env, _parts, mesh, client) = start().await;
+    // Interrupted jobs may start again while the preemptors still hold the room: a long
+    // timeout keeps such a run waiting for it instead of sending it back to the queue.
+    let (env, _parts, mesh, client) = start("60s").await;
     let _scheduler = KubeScheduler::start(&binary, &env, &mesh.coordinators[0].url_prefix(), true);
 
     // Six jobs of 3 CPUs on 24: five fit under 70 % (15/24 = 62.5 %), a sixth would make 75 %.
@@ -240,6 +259,21 @@ async fn scavengers_fill_to_the_threshold_yield_to_others_and_come_back_first() 
         Phase::Running,
         "no room was made for sj-5"
     );
+    let notes = eventually("an Interrupted Event on each victim", WAIT, || async {
+        let notes = events(&client, "Interrupted").await;
+        interrupted
+            .iter()
+            .all(|n| notes.contains_key(n))
+            .then_some(notes)
+    })
+    .await;
+    for name in &interrupted {
+        let note = &notes[name];
+        assert!(
+            note.contains("was removed before it finished") || note.contains("was preempted"),
+            "{name}: {note}"
+        );
+    }
 
     // Room returns: the interrupted jobs start again before sj-5, which never ran.
     Api::<Deployment>::namespaced(client.clone(), NS)
@@ -278,11 +312,25 @@ async fn scavengers_fill_to_the_threshold_yield_to_others_and_come_back_first() 
     );
     assert!(metrics.contains("telemesh_coordinator_scavengers_jobs{phase=\"Running\"} 5"));
     assert!(metrics.contains("telemesh_coordinator_scavengers_threshold_ratio 0.7"));
+    // The waste estimate: what each interrupted job recorded, summed.
+    let recorded: f64 = statuses(&client)
+        .await
+        .values()
+        .map(|s| s.wasted_cpu_seconds)
+        .sum();
+    let counted: f64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("telemesh_coordinator_scavengers_wasted_cpu_seconds_total "))
+        .unwrap_or_else(|| panic!("no waste metric: {metrics}"))
+        .parse()
+        .unwrap();
+    assert!(recorded > 0.0, "work was lost at the interruptions");
+    assert!((counted - recorded).abs() < 1e-6, "{counted} vs {recorded}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_failing_scavenger_fails_and_a_missing_pvc_is_named() {
-    let (env, parts, mesh, client) = start().await;
+async fn a_failing_scavenger_fails_a_missing_pvc_is_named_and_an_unplaceable_one_waits_again() {
+    let (env, parts, mesh, client) = start("2s").await;
     parts
         .start_scheduler(&env, &mesh.coordinators[0].url_prefix())
         .await;
@@ -335,6 +383,20 @@ async fn a_failing_scavenger_fails_and_a_missing_pvc_is_named() {
         .await
         .unwrap();
     assert!(jobs.items.is_empty());
+
+    // 9 CPUs in one pod: admitted (9 of 24 is under 70 %) but no node of 8 can take it. After
+    // the timeout its Job is removed and it waits for another turn, not counted as interrupted.
+    scavenger(&client, "giant", "9", "1h", json!({})).await;
+    let notes = eventually("an Unschedulable Event on giant", WAIT, || async {
+        events(&client, "Unschedulable").await.remove("giant")
+    })
+    .await;
+    assert!(notes.contains("0/3 nodes are available"), "{notes}");
+    let s = wait_for(&client, "giant", "given another turn", |s| {
+        s.running_timestamps.len() >= 2
+    })
+    .await;
+    assert_eq!(s.interrupted_count, 0, "{s:?}");
 
     // And one that works, for contrast: it runs to the end.
     scavenger(&client, "fine", "100m", "1s", json!({"parallelism": 2})).await;

@@ -59,7 +59,7 @@ pub struct Context {
     nodes: Store<Node>,
     pods: Store<Pod>,
     jobs: Store<ScavengerJob>,
-    /// Jobs started whose Running status the store has not shown yet, by UID: their runs
+    /// Jobs started whose new run the store has not shown yet, by UID, as written: their runs
     /// count as load meanwhile, so two admissions in a row never count the same room.
     starting: Mutex<HashMap<String, ScavengerJob>>,
 }
@@ -255,10 +255,12 @@ async fn missing_volumes(
 fn admitted(ctx: &Context, sj: &ScavengerJob) -> Admission {
     let all = ctx.jobs.state();
     let mut starting = ctx.starting.lock();
-    starting.retain(|uid, _| {
+    // Kept until the watch shows the run started (or the job gone).
+    let runs = |j: &ScavengerJob| j.status.as_ref().map_or(0, |s| s.running_timestamps.len());
+    starting.retain(|uid, started| {
         all.iter()
             .find(|j| j.uid().as_deref() == Some(uid.as_str()))
-            .is_some_and(|j| j.phase().is_waiting())
+            .is_some_and(|j| runs(j) < runs(started))
     });
     let holding: Vec<&ScavengerJob> = all
         .iter()
@@ -396,8 +398,8 @@ async fn apply(
             Err(e) => return Err(api(format!("creating Job {}", job.name_any()))(e)),
         }
     }
+    let mut updated = sj.clone();
     if let Some(status) = status {
-        let mut updated = sj.clone();
         updated.status = Some(status);
         Api::<ScavengerJob>::namespaced(ctx.client.clone(), &sj.namespace().unwrap_or_default())
             .replace_status(&sj.name_any(), &PostParams::default(), &updated)
@@ -407,7 +409,7 @@ async fn apply(
     if create.is_some()
         && let Some(uid) = sj.uid()
     {
-        ctx.starting.lock().insert(uid, sj.clone());
+        ctx.starting.lock().insert(uid, updated);
     }
     if let Some(t) = transition {
         record(ctx, sj, &t).await;
