@@ -8,7 +8,8 @@
 //! - A scavenger whose pod fails on its own goes Failed; one whose PVC and ConfigMap are missing
 //!   goes Failed naming both; one no node can take is given up after the unschedulable timeout
 //!   and waits again, not counted as interrupted (sim's scheduler stand-in places the pods).
-//! - The CRD's schema refuses what it promises to refuse, and the shipped example is valid.
+//! - The CRD's schema refuses what it promises to refuse, and the shipped and documented
+//!   examples are valid.
 #![allow(clippy::unwrap_used)]
 
 use std::collections::BTreeMap;
@@ -449,6 +450,18 @@ async fn the_schema_refuses_what_it_promises_to() {
         }
     })
     .await;
+    // The manifest docs/scavenger-jobs.md shows is valid too.
+    let docs = std::fs::read_to_string(
+        telemesh_tests::upstream::workspace_root().join("docs/scavenger-jobs.md"),
+    )
+    .unwrap();
+    let shown = docs
+        .split("```yaml\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("a YAML block in docs/scavenger-jobs.md");
+    let shown = env.write_file("docs-example.yaml", shown);
+    kubectl.run(&["apply", "-f", shown.to_str().unwrap()]).await;
     let table = kubectl.run(&["get", "sj", "-n", NS]).await;
     assert_eq!(
         telemesh_tests::header(&table),

@@ -317,28 +317,6 @@ async fn reconcile(cached: Arc<ScavengerJob>, ctx: Arc<Context>) -> Result<Actio
     if sj.phase().is_terminal() || sj.metadata.deletion_timestamp.is_some() {
         return Ok(Action::await_change());
     }
-    let selector = format!("{JOB_LABEL}={name}");
-    let owned = |refs: Option<&Vec<_>>| {
-        refs.into_iter().flatten().any(
-            |r: &k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference| {
-                Some(&r.uid) == sj.uid().as_ref()
-            },
-        )
-    };
-    let jobs_api = Api::<Job>::namespaced(ctx.client.clone(), &ns);
-    let jobs: Vec<Job> = jobs_api
-        .list(&ListParams::default().labels(&selector))
-        .await
-        .map_err(api("listing the Jobs"))?
-        .items
-        .into_iter()
-        .filter(|j| owned(j.metadata.owner_references.as_ref()))
-        .collect();
-    let pods: Vec<Pod> = Api::<Pod>::namespaced(ctx.client.clone(), &ns)
-        .list(&ListParams::default().labels(&selector))
-        .await
-        .map_err(api("listing the pods"))?
-        .items;
     let waiting = sj.phase().is_waiting();
     let missing = if waiting {
         missing_volumes(&ctx, &sj, &ns).await?
@@ -349,6 +327,36 @@ async fn reconcile(cached: Arc<ScavengerJob>, ctx: Arc<Context>) -> Result<Actio
         admitted(&ctx, &sj)
     } else {
         Admission::Wait(String::new())
+    };
+    // A job that waits and may not start needs only its message: its last run's Job was
+    // deleted when it stopped, and leftover pods matter only to a start. So a long queue
+    // costs one read per job and interval, not three.
+    let jobs_api = Api::<Job>::namespaced(ctx.client.clone(), &ns);
+    let (jobs, pods) = if waiting && admission != Admission::Start {
+        (Vec::new(), Vec::new())
+    } else {
+        let selector = format!("{JOB_LABEL}={name}");
+        let owned = |refs: Option<&Vec<_>>| {
+            refs.into_iter().flatten().any(
+                |r: &k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference| {
+                    Some(&r.uid) == sj.uid().as_ref()
+                },
+            )
+        };
+        let jobs: Vec<Job> = jobs_api
+            .list(&ListParams::default().labels(&selector))
+            .await
+            .map_err(api("listing the Jobs"))?
+            .items
+            .into_iter()
+            .filter(|j| owned(j.metadata.owner_references.as_ref()))
+            .collect();
+        let pods: Vec<Pod> = Api::<Pod>::namespaced(ctx.client.clone(), &ns)
+            .list(&ListParams::default().labels(&selector))
+            .await
+            .map_err(api("listing the pods"))?
+            .items;
+        (jobs, pods)
     };
     let decision = decide(&Observed {
         sj: &sj,
