@@ -313,6 +313,11 @@ async fn scavengers_fill_to_the_threshold_yield_to_others_and_come_back_first() 
     );
     assert!(metrics.contains("telemesh_coordinator_scavengers_jobs{phase=\"Running\"} 5"));
     assert!(metrics.contains("telemesh_coordinator_scavengers_threshold_ratio 0.7"));
+    // Five runs of 3 CPUs on 24, nothing else: 62.5 % requested.
+    assert!(
+        metrics.contains("telemesh_coordinator_scavengers_cluster_use_ratio 0.625"),
+        "{metrics}"
+    );
     // The waste estimate: what each interrupted job recorded, summed.
     let recorded: f64 = statuses(&client)
         .await
