@@ -8,7 +8,10 @@
 //! - A scavenger whose pod fails on its own goes Failed; one whose PVC and ConfigMap are missing
 //!   goes Failed naming both; one no node can take is given up after the unschedulable timeout
 //!   and waits again, not counted as interrupted (sim's scheduler stand-in places the pods).
-//! - The CRD's schema refuses what it promises to refuse, and the shipped example is valid.
+//! - Only the replica holding the leader Lease runs the controller; when it dies, its successor
+//!   carries on from the ScavengerJobs' status (an interruption meanwhile counted once).
+//! - The CRD's schema refuses what it promises to refuse, and the shipped and documented
+//!   examples are valid.
 #![allow(clippy::unwrap_used)]
 
 use std::collections::BTreeMap;
@@ -46,6 +49,14 @@ const COORDINATOR_ARGS: [&str; 3] = [
 /// [`NS`], an agent per node and one coordinator giving up unschedulable runs after
 /// `unschedulable_timeout` (e.g. `60s`).
 async fn start(unschedulable_timeout: &str) -> (SimEnv, ClusterParts, Mesh, Client) {
+    start_replicas(unschedulable_timeout, 1).await
+}
+
+/// [`start`] with `replicas` coordinators.
+async fn start_replicas(
+    unschedulable_timeout: &str,
+    replicas: usize,
+) -> (SimEnv, ClusterParts, Mesh, Client) {
     telemesh_core::telemetry::init(telemesh_core::cli::LogFormat::Text, "warn");
     let env = SimEnv::start(NODES.len()).await;
     let parts = ClusterParts::start(&env, NODES.len()).await;
@@ -69,7 +80,7 @@ async fn start(unschedulable_timeout: &str) -> (SimEnv, ClusterParts, Mesh, Clie
     let timeout = format!("--scavenger-unschedulable-timeout={unschedulable_timeout}");
     let mut args = COORDINATOR_ARGS.to_vec();
     args.push(&timeout);
-    let mesh = Mesh::start_with(&env, &nodes, &[], &args, 1).await;
+    let mesh = Mesh::start_with(&env, &nodes, &[], &args, replicas).await;
     (env, parts, mesh, client)
 }
 
@@ -312,6 +323,11 @@ async fn scavengers_fill_to_the_threshold_yield_to_others_and_come_back_first() 
     );
     assert!(metrics.contains("telemesh_coordinator_scavengers_jobs{phase=\"Running\"} 5"));
     assert!(metrics.contains("telemesh_coordinator_scavengers_threshold_ratio 0.7"));
+    // Five runs of 3 CPUs on 24, nothing else: 62.5 % requested.
+    assert!(
+        metrics.contains("telemesh_coordinator_scavengers_cluster_use_ratio 0.625"),
+        "{metrics}"
+    );
     // The waste estimate: what each interrupted job recorded, summed.
     let recorded: f64 = statuses(&client)
         .await
@@ -427,6 +443,84 @@ async fn a_failing_scavenger_fails_a_missing_pvc_is_named_and_an_unplaceable_one
     .await;
 }
 
+/// The replica holding the leader Lease, once one does.
+async fn leader(client: &Client) -> String {
+    let leases =
+        Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(client.clone(), "default");
+    eventually("a replica to hold the leader Lease", WAIT, || {
+        let leases = leases.clone();
+        async move {
+            let lease = leases.get_opt("telemesh-coordinator").await.ok()??;
+            lease.spec?.holder_identity.filter(|h| !h.is_empty())
+        }
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_the_leader_runs_the_controller_and_its_successor_carries_on() {
+    let (env, parts, mut mesh, client) = start_replicas("60s", 2).await;
+    parts
+        .start_scheduler(&env, &mesh.coordinators[0].url_prefix())
+        .await;
+    scavenger(&client, "long", "100m", "1h", json!({})).await;
+    let s = wait_for(&client, "long", "Running with its pod", |s| {
+        s.phase == Phase::Running && !s.pods.is_empty()
+    })
+    .await;
+    let victim = s.pods[0].clone();
+
+    // One replica runs the controller: the Lease holder.
+    let holder = leader(&client).await;
+    let (lead, standby) = if holder == "coordinator-0" {
+        (0, 1)
+    } else {
+        (1, 0)
+    };
+    let gauge = "telemesh_coordinator_scavengers_leader ";
+    let leading = |text: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(gauge))
+            .map(str::to_owned)
+    };
+    assert_eq!(
+        leading(&mesh.coordinators[lead].metrics().await).as_deref(),
+        Some("1")
+    );
+    assert_eq!(
+        leading(&mesh.coordinators[standby].metrics().await).as_deref(),
+        Some("0")
+    );
+
+    // The leader dies (SIGKILL: the Lease is not released) and the run loses its pod
+    // meanwhile: the successor, from the status alone, counts the interruption and starts the
+    // job again; a new job runs to the end under it.
+    mesh.coordinators[lead].process.kill().await;
+    Api::<k8s_openapi::api::core::v1::Pod>::namespaced(client.clone(), NS)
+        .delete(&victim, &Default::default())
+        .await
+        .unwrap();
+    scavenger(&client, "after", "100m", "1s", json!({})).await;
+    let successor = format!("coordinator-{standby}");
+    eventually("the standby to take the Lease", WAIT, || async {
+        (leader(&client).await == successor).then_some(())
+    })
+    .await;
+    let s = wait_for(&client, "long", "interrupted once and running again", |s| {
+        s.phase == Phase::Running && s.running_timestamps.len() == 2
+    })
+    .await;
+    assert_eq!(s.interrupted_count, 1, "{s:?}");
+    wait_for(&client, "after", "Succeeded", |s| {
+        s.phase == Phase::Succeeded
+    })
+    .await;
+    assert_eq!(
+        leading(&mesh.coordinators[standby].metrics().await).as_deref(),
+        Some("1")
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_schema_refuses_what_it_promises_to() {
     let env = SimEnv::start(1).await;
@@ -449,6 +543,18 @@ async fn the_schema_refuses_what_it_promises_to() {
         }
     })
     .await;
+    // The manifest docs/scavenger-jobs.md shows is valid too.
+    let docs = std::fs::read_to_string(
+        telemesh_tests::upstream::workspace_root().join("docs/scavenger-jobs.md"),
+    )
+    .unwrap();
+    let shown = docs
+        .split("```yaml\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("a YAML block in docs/scavenger-jobs.md");
+    let shown = env.write_file("docs-example.yaml", shown);
+    kubectl.run(&["apply", "-f", shown.to_str().unwrap()]).await;
     let table = kubectl.run(&["get", "sj", "-n", NS]).await;
     assert_eq!(
         telemesh_tests::header(&table),
