@@ -694,6 +694,29 @@ async fn a_higher_priority_pod_preempts_the_fewest_and_lowest_pods_it_needs() {
         ],
     )
     .await;
+    let pdbs = Api::<k8s_openapi::api::policy::v1::PodDisruptionBudget>::namespaced(
+        c.client.clone(),
+        "default",
+    );
+    let pdb = serde_json::from_value(json!({
+        "metadata": {"name": "guarded"},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "guarded"}}},
+    }))
+    .unwrap();
+    pdbs.create(&PostParams::default(), &pdb).await.unwrap();
+    // What the disruption controller would write: nothing may go. (Made first, so the
+    // scheduler has long seen it when the preemptor comes; a budget without status allows
+    // nothing either.)
+    pdbs.patch_status(
+        "guarded",
+        &PatchParams::default(),
+        &Patch::Merge(
+            json!({"status": {"disruptionsAllowed": 0, "currentHealthy": 1,
+                                        "desiredHealthy": 1, "expectedPods": 1}}),
+        ),
+    )
+    .await
+    .unwrap();
     let pods = Api::<Pod>::namespaced(c.client.clone(), "default");
     // sim-node-0: a guarded low pod and a mid pod; sim-node-1: two high pods (no victims).
     create_pod(
@@ -727,28 +750,6 @@ async fn a_higher_priority_pod_preempts_the_fewest_and_lowest_pods_it_needs() {
     for name in ["guarded", "mid", "keep-1", "keep-2"] {
         running_on(&c.client, name).await;
     }
-    let pdbs = Api::<k8s_openapi::api::policy::v1::PodDisruptionBudget>::namespaced(
-        c.client.clone(),
-        "default",
-    );
-    let pdb = serde_json::from_value(json!({
-        "metadata": {"name": "guarded"},
-        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "guarded"}}},
-    }))
-    .unwrap();
-    pdbs.create(&PostParams::default(), &pdb).await.unwrap();
-    // What the disruption controller would write: nothing may go.
-    pdbs.patch_status(
-        "guarded",
-        &PatchParams::default(),
-        &Patch::Merge(
-            json!({"status": {"disruptionsAllowed": 0, "currentHealthy": 1,
-                                        "desiredHealthy": 1, "expectedPods": 1}}),
-        ),
-    )
-    .await
-    .unwrap();
-
     // preemptionPolicy: Never waits for room and evicts nobody.
     create_pod(
         &c.client,

@@ -538,6 +538,48 @@ fn deploy_or_ds_template<'a>(spec: &Json, docs: &'a [chart::Doc]) -> &'a Json {
         .unwrap()
 }
 
+/// Reading scavengers' checkpoint markers is the agent's one privilege beyond world-readable
+/// files: off by default (non-root, no capability, no kubelet directory); on, root with only
+/// CAP_DAC_READ_SEARCH, the kubelet's pods directory mounted read-only where --kubelet-root-dir
+/// points under --host-root.
+#[test]
+fn checkpoint_markers_are_opt_in_and_add_one_capability() {
+    let plain = render(json!({}));
+    let spec = &find(&plain, "DaemonSet", "telemesh-agent")["spec"]["template"]["spec"];
+    let c = &spec["containers"][0];
+    assert_eq!(spec["securityContext"]["runAsNonRoot"], true);
+    assert_eq!(c["securityContext"]["capabilities"], json!({"drop": ["ALL"]}));
+    assert_eq!(flag(&c["args"], "--kubelet-root-dir"), None);
+    assert!(!c["volumeMounts"].to_string().contains("kubelet"));
+
+    let on = render(json!({"agent": {"checkpointMarkers": {"enabled": true}}}));
+    let spec = &find(&on, "DaemonSet", "telemesh-agent")["spec"]["template"]["spec"];
+    let c = &spec["containers"][0];
+    assert_eq!(spec["securityContext"]["runAsUser"], 0);
+    assert_eq!(spec["securityContext"]["runAsNonRoot"], false);
+    assert_eq!(
+        c["securityContext"]["capabilities"],
+        json!({"drop": ["ALL"], "add": ["DAC_READ_SEARCH"]})
+    );
+    assert_eq!(c["securityContext"]["allowPrivilegeEscalation"], false);
+    assert_eq!(flag(&c["args"], "--kubelet-root-dir"), Some("/var/lib/kubelet"));
+    let mount = c["volumeMounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == "kubelet-pods")
+        .unwrap();
+    assert_eq!(mount["mountPath"], "/host/var/lib/kubelet/pods");
+    assert_eq!(mount["readOnly"], true);
+    let volume = spec["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == "kubelet-pods")
+        .unwrap();
+    assert_eq!(volume["hostPath"]["path"], "/var/lib/kubelet/pods");
+}
+
 #[test]
 fn the_chart_makes_a_valid_gossip_key_and_keeps_a_given_one() {
     let keys = |docs: &[chart::Doc]| -> String {

@@ -6,8 +6,12 @@
 //!   Interrupted, and come back first (ahead of a job that never ran) when room returns.
 //!   Skipped, saying so, when the kube-scheduler binary is absent.
 //! - A scavenger whose pod fails on its own goes Failed; one whose PVC and ConfigMap are missing
-//!   goes Failed naming both (sim's scheduler stand-in places the pods).
-//! - The CRD's schema refuses what it promises to refuse, and the shipped example is valid.
+//!   goes Failed naming both; one no node can take is given up after the unschedulable timeout
+//!   and waits again, not counted as interrupted (sim's scheduler stand-in places the pods).
+//! - Only the replica holding the leader Lease runs the controller; when it dies, its successor
+//!   carries on from the ScavengerJobs' status (an interruption meanwhile counted once).
+//! - The CRD's schema refuses what it promises to refuse, and the shipped and documented
+//!   examples are valid.
 #![allow(clippy::unwrap_used)]
 
 use std::collections::BTreeMap;
@@ -35,16 +39,24 @@ const NS: &str = "batch";
 const NODES: [&str; 3] = ["sim-node-0", "sim-node-1", "sim-node-2"];
 /// Bounds a broken run; not a timing goal.
 const WAIT: Duration = Duration::from_secs(90);
-const COORDINATOR_ARGS: [&str; 4] = [
+const COORDINATOR_ARGS: [&str; 3] = [
     "--leader-lease-duration=3s",
     "--scavenger-admission-interval=200ms",
-    "--scavenger-unschedulable-timeout=60s",
     "--scavenger-threshold=0.7",
 ];
 
 /// sim with kubelets and controllers, the ScavengerJob CRD and PriorityClass, namespace
-/// [`NS`], an agent per node and one coordinator.
-async fn start() -> (SimEnv, ClusterParts, Mesh, Client) {
+/// [`NS`], an agent per node and one coordinator giving up unschedulable runs after
+/// `unschedulable_timeout` (e.g. `60s`).
+async fn start(unschedulable_timeout: &str) -> (SimEnv, ClusterParts, Mesh, Client) {
+    start_replicas(unschedulable_timeout, 1).await
+}
+
+/// [`start`] with `replicas` coordinators.
+async fn start_replicas(
+    unschedulable_timeout: &str,
+    replicas: usize,
+) -> (SimEnv, ClusterParts, Mesh, Client) {
     telemesh_core::telemetry::init(telemesh_core::cli::LogFormat::Text, "warn");
     let env = SimEnv::start(NODES.len()).await;
     let parts = ClusterParts::start(&env, NODES.len()).await;
@@ -65,7 +77,10 @@ async fn start() -> (SimEnv, ClusterParts, Mesh, Client) {
         .await
         .unwrap();
     let nodes: Vec<(&str, &str)> = NODES.iter().map(|n| (*n, "node_metric 1\n")).collect();
-    let mesh = Mesh::start_with(&env, &nodes, &[], &COORDINATOR_ARGS, 1).await;
+    let timeout = format!("--scavenger-unschedulable-timeout={unschedulable_timeout}");
+    let mut args = COORDINATOR_ARGS.to_vec();
+    args.push(&timeout);
+    let mesh = Mesh::start_with(&env, &nodes, &[], &args, replicas).await;
     (env, parts, mesh, client)
 }
 
@@ -151,6 +166,19 @@ async fn scavenger_pods(client: &Client, name: &str) -> BTreeMap<String, String>
         .collect()
 }
 
+/// The note of an Event with `reason` on each ScavengerJob, by name.
+async fn events(client: &Client, reason: &str) -> BTreeMap<String, String> {
+    Api::<k8s_openapi::api::events::v1::Event>::namespaced(client.clone(), NS)
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some(reason))
+        .filter_map(|e| Some((e.regarding?.name?, e.note.unwrap_or_default())))
+        .collect()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scavengers_fill_to_the_threshold_yield_to_others_and_come_back_first() {
     let Some(binary) =
@@ -158,7 +186,9 @@ async fn scavengers_fill_to_the_threshold_yield_to_others_and_come_back_first() 
     else {
         return;
     };
-    let (env, _parts, mesh, client) = start().await;
+    // Interrupted jobs may start again while the preemptors still hold the room: a long
+    // timeout keeps such a run waiting for it instead of sending it back to the queue.
+    let (env, _parts, mesh, client) = start("60s").await;
     let _scheduler = KubeScheduler::start(&binary, &env, &mesh.coordinators[0].url_prefix(), true);
 
     // Six jobs of 3 CPUs on 24: five fit under 70 % (15/24 = 62.5 %), a sixth would make 75 %.
@@ -240,6 +270,21 @@ async fn scavengers_fill_to_the_threshold_yield_to_others_and_come_back_first() 
         Phase::Running,
         "no room was made for sj-5"
     );
+    let notes = eventually("an Interrupted Event on each victim", WAIT, || async {
+        let notes = events(&client, "Interrupted").await;
+        interrupted
+            .iter()
+            .all(|n| notes.contains_key(n))
+            .then_some(notes)
+    })
+    .await;
+    for name in &interrupted {
+        let note = &notes[name];
+        assert!(
+            note.contains("was removed before it finished") || note.contains("was preempted"),
+            "{name}: {note}"
+        );
+    }
 
     // Room returns: the interrupted jobs start again before sj-5, which never ran.
     Api::<Deployment>::namespaced(client.clone(), NS)
@@ -278,11 +323,30 @@ async fn scavengers_fill_to_the_threshold_yield_to_others_and_come_back_first() 
     );
     assert!(metrics.contains("telemesh_coordinator_scavengers_jobs{phase=\"Running\"} 5"));
     assert!(metrics.contains("telemesh_coordinator_scavengers_threshold_ratio 0.7"));
+    // Five runs of 3 CPUs on 24, nothing else: 62.5 % requested.
+    assert!(
+        metrics.contains("telemesh_coordinator_scavengers_cluster_use_ratio 0.625"),
+        "{metrics}"
+    );
+    // The waste estimate: what each interrupted job recorded, summed.
+    let recorded: f64 = statuses(&client)
+        .await
+        .values()
+        .map(|s| s.wasted_cpu_seconds)
+        .sum();
+    let counted: f64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("telemesh_coordinator_scavengers_wasted_cpu_seconds_total "))
+        .unwrap_or_else(|| panic!("no waste metric: {metrics}"))
+        .parse()
+        .unwrap();
+    assert!(recorded > 0.0, "work was lost at the interruptions");
+    assert!((counted - recorded).abs() < 1e-6, "{counted} vs {recorded}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_failing_scavenger_fails_and_a_missing_pvc_is_named() {
-    let (env, parts, mesh, client) = start().await;
+async fn a_failing_scavenger_fails_a_missing_pvc_is_named_and_an_unplaceable_one_waits_again() {
+    let (env, parts, mesh, client) = start("2s").await;
     parts
         .start_scheduler(&env, &mesh.coordinators[0].url_prefix())
         .await;
@@ -336,6 +400,20 @@ async fn a_failing_scavenger_fails_and_a_missing_pvc_is_named() {
         .unwrap();
     assert!(jobs.items.is_empty());
 
+    // 9 CPUs in one pod: admitted (9 of 24 is under 70 %) but no node of 8 can take it. After
+    // the timeout its Job is removed and it waits for another turn, not counted as interrupted.
+    scavenger(&client, "giant", "9", "1h", json!({})).await;
+    let notes = eventually("an Unschedulable Event on giant", WAIT, || async {
+        events(&client, "Unschedulable").await.remove("giant")
+    })
+    .await;
+    assert!(notes.contains("0/3 nodes are available"), "{notes}");
+    let s = wait_for(&client, "giant", "given another turn", |s| {
+        s.running_timestamps.len() >= 2
+    })
+    .await;
+    assert_eq!(s.interrupted_count, 0, "{s:?}");
+
     // And one that works, for contrast: it runs to the end.
     scavenger(&client, "fine", "100m", "1s", json!({"parallelism": 2})).await;
     let s = wait_for(&client, "fine", "Succeeded", |s| {
@@ -365,6 +443,84 @@ async fn a_failing_scavenger_fails_and_a_missing_pvc_is_named() {
     .await;
 }
 
+/// The replica holding the leader Lease, once one does.
+async fn leader(client: &Client) -> String {
+    let leases =
+        Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(client.clone(), "default");
+    eventually("a replica to hold the leader Lease", WAIT, || {
+        let leases = leases.clone();
+        async move {
+            let lease = leases.get_opt("telemesh-coordinator").await.ok()??;
+            lease.spec?.holder_identity.filter(|h| !h.is_empty())
+        }
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_the_leader_runs_the_controller_and_its_successor_carries_on() {
+    let (env, parts, mut mesh, client) = start_replicas("60s", 2).await;
+    parts
+        .start_scheduler(&env, &mesh.coordinators[0].url_prefix())
+        .await;
+    scavenger(&client, "long", "100m", "1h", json!({})).await;
+    let s = wait_for(&client, "long", "Running with its pod", |s| {
+        s.phase == Phase::Running && !s.pods.is_empty()
+    })
+    .await;
+    let victim = s.pods[0].clone();
+
+    // One replica runs the controller: the Lease holder.
+    let holder = leader(&client).await;
+    let (lead, standby) = if holder == "coordinator-0" {
+        (0, 1)
+    } else {
+        (1, 0)
+    };
+    let gauge = "telemesh_coordinator_scavengers_leader ";
+    let leading = |text: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(gauge))
+            .map(str::to_owned)
+    };
+    assert_eq!(
+        leading(&mesh.coordinators[lead].metrics().await).as_deref(),
+        Some("1")
+    );
+    assert_eq!(
+        leading(&mesh.coordinators[standby].metrics().await).as_deref(),
+        Some("0")
+    );
+
+    // The leader dies (SIGKILL: the Lease is not released) and the run loses its pod
+    // meanwhile: the successor, from the status alone, counts the interruption and starts the
+    // job again; a new job runs to the end under it.
+    mesh.coordinators[lead].process.kill().await;
+    Api::<k8s_openapi::api::core::v1::Pod>::namespaced(client.clone(), NS)
+        .delete(&victim, &Default::default())
+        .await
+        .unwrap();
+    scavenger(&client, "after", "100m", "1s", json!({})).await;
+    let successor = format!("coordinator-{standby}");
+    eventually("the standby to take the Lease", WAIT, || async {
+        (leader(&client).await == successor).then_some(())
+    })
+    .await;
+    let s = wait_for(&client, "long", "interrupted once and running again", |s| {
+        s.phase == Phase::Running && s.running_timestamps.len() == 2
+    })
+    .await;
+    assert_eq!(s.interrupted_count, 1, "{s:?}");
+    wait_for(&client, "after", "Succeeded", |s| {
+        s.phase == Phase::Succeeded
+    })
+    .await;
+    assert_eq!(
+        leading(&mesh.coordinators[standby].metrics().await).as_deref(),
+        Some("1")
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_schema_refuses_what_it_promises_to() {
     let env = SimEnv::start(1).await;
@@ -387,6 +543,18 @@ async fn the_schema_refuses_what_it_promises_to() {
         }
     })
     .await;
+    // The manifest docs/scavenger-jobs.md shows is valid too.
+    let docs = std::fs::read_to_string(
+        telemesh_tests::upstream::workspace_root().join("docs/scavenger-jobs.md"),
+    )
+    .unwrap();
+    let shown = docs
+        .split("```yaml\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("a YAML block in docs/scavenger-jobs.md");
+    let shown = env.write_file("docs-example.yaml", shown);
+    kubectl.run(&["apply", "-f", shown.to_str().unwrap()]).await;
     let table = kubectl.run(&["get", "sj", "-n", NS]).await;
     assert_eq!(
         telemesh_tests::header(&table),

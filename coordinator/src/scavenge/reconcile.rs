@@ -19,7 +19,7 @@ use kube::{Api, Client, Resource as _, ResourceExt as _};
 use parking_lot::Mutex;
 use telemesh_core::scavenge::JOB_LABEL;
 use telemesh_core::scavenge::controller::{
-    Admission, Decision, Observed, Transition, admission, queue, reconcile as decide,
+    Admission, ClusterLoad, Decision, Observed, Transition, admission, queue, reconcile as decide,
 };
 use telemesh_core::scavenge::crd::{Phase, ScavengerJob, VolumeRef};
 use tokio::sync::watch;
@@ -59,7 +59,7 @@ pub struct Context {
     nodes: Store<Node>,
     pods: Store<Pod>,
     jobs: Store<ScavengerJob>,
-    /// Jobs started whose Running status the store has not shown yet, by UID: their runs
+    /// Jobs started whose new run the store has not shown yet, by UID, as written: their runs
     /// count as load meanwhile, so two admissions in a row never count the same room.
     starting: Mutex<HashMap<String, ScavengerJob>>,
 }
@@ -250,15 +250,17 @@ async fn missing_volumes(
     Ok(missing)
 }
 
-/// Whether `sj` may start now (next in the queue and fits under the threshold), or why it
-/// waits; updates the use gauge.
-fn admitted(ctx: &Context, sj: &ScavengerJob) -> Admission {
+/// The cluster load now (running jobs and those being started counted) and the jobs that
+/// may wait for a turn (not those being started); updates the use gauge.
+fn survey(ctx: &Context) -> (ClusterLoad, Vec<Arc<ScavengerJob>>) {
     let all = ctx.jobs.state();
     let mut starting = ctx.starting.lock();
-    starting.retain(|uid, _| {
+    // Kept until the watch shows the run started (or the job gone).
+    let runs = |j: &ScavengerJob| j.status.as_ref().map_or(0, |s| s.running_timestamps.len());
+    starting.retain(|uid, started| {
         all.iter()
             .find(|j| j.uid().as_deref() == Some(uid.as_str()))
-            .is_some_and(|j| j.phase().is_waiting())
+            .is_some_and(|j| runs(j) < runs(started))
     });
     let holding: Vec<&ScavengerJob> = all
         .iter()
@@ -273,16 +275,28 @@ fn admitted(ctx: &Context, sj: &ScavengerJob) -> Admission {
         &ctx.view.load(),
         ctx.stale_after,
     );
-    let mode = ctx.settings.mode;
     ctx.metrics
         .cluster_use
-        .set(load.use_with(mode, &Default::default()));
-    let waiting = queue(
-        all.iter()
-            .map(AsRef::as_ref)
-            .filter(|j| !starting.contains_key(j.uid().as_deref().unwrap_or_default())),
-    );
-    admission(sj, &waiting, &load, mode, ctx.settings.threshold)
+        .set(load.use_with(ctx.settings.mode, &Default::default()));
+    let candidates = all
+        .into_iter()
+        .filter(|j| !starting.contains_key(j.uid().as_deref().unwrap_or_default()))
+        .collect();
+    (load, candidates)
+}
+
+/// Whether `sj` may start now (next in the queue and fits under the threshold), or why it
+/// waits.
+fn admitted(ctx: &Context, sj: &ScavengerJob) -> Admission {
+    let (load, candidates) = survey(ctx);
+    let waiting = queue(candidates.iter().map(AsRef::as_ref));
+    admission(
+        sj,
+        &waiting,
+        &load,
+        ctx.settings.mode,
+        ctx.settings.threshold,
+    )
 }
 
 fn count_phases(ctx: &Context) {
@@ -315,28 +329,6 @@ async fn reconcile(cached: Arc<ScavengerJob>, ctx: Arc<Context>) -> Result<Actio
     if sj.phase().is_terminal() || sj.metadata.deletion_timestamp.is_some() {
         return Ok(Action::await_change());
     }
-    let selector = format!("{JOB_LABEL}={name}");
-    let owned = |refs: Option<&Vec<_>>| {
-        refs.into_iter().flatten().any(
-            |r: &k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference| {
-                Some(&r.uid) == sj.uid().as_ref()
-            },
-        )
-    };
-    let jobs_api = Api::<Job>::namespaced(ctx.client.clone(), &ns);
-    let jobs: Vec<Job> = jobs_api
-        .list(&ListParams::default().labels(&selector))
-        .await
-        .map_err(api("listing the Jobs"))?
-        .items
-        .into_iter()
-        .filter(|j| owned(j.metadata.owner_references.as_ref()))
-        .collect();
-    let pods: Vec<Pod> = Api::<Pod>::namespaced(ctx.client.clone(), &ns)
-        .list(&ListParams::default().labels(&selector))
-        .await
-        .map_err(api("listing the pods"))?
-        .items;
     let waiting = sj.phase().is_waiting();
     let missing = if waiting {
         missing_volumes(&ctx, &sj, &ns).await?
@@ -346,7 +338,39 @@ async fn reconcile(cached: Arc<ScavengerJob>, ctx: Arc<Context>) -> Result<Actio
     let admission = if waiting && missing.is_empty() {
         admitted(&ctx, &sj)
     } else {
+        // Keeps the use gauge current while nothing waits.
+        survey(&ctx);
         Admission::Wait(String::new())
+    };
+    // A job that waits and may not start needs only its message: its last run's Job was
+    // deleted when it stopped, and leftover pods matter only to a start. So a long queue
+    // costs one read per job and interval, not three.
+    let jobs_api = Api::<Job>::namespaced(ctx.client.clone(), &ns);
+    let (jobs, pods) = if waiting && admission != Admission::Start {
+        (Vec::new(), Vec::new())
+    } else {
+        let selector = format!("{JOB_LABEL}={name}");
+        let owned = |refs: Option<&Vec<_>>| {
+            refs.into_iter().flatten().any(
+                |r: &k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference| {
+                    Some(&r.uid) == sj.uid().as_ref()
+                },
+            )
+        };
+        let jobs: Vec<Job> = jobs_api
+            .list(&ListParams::default().labels(&selector))
+            .await
+            .map_err(api("listing the Jobs"))?
+            .items
+            .into_iter()
+            .filter(|j| owned(j.metadata.owner_references.as_ref()))
+            .collect();
+        let pods: Vec<Pod> = Api::<Pod>::namespaced(ctx.client.clone(), &ns)
+            .list(&ListParams::default().labels(&selector))
+            .await
+            .map_err(api("listing the pods"))?
+            .items;
+        (jobs, pods)
     };
     let decision = decide(&Observed {
         sj: &sj,
@@ -396,8 +420,8 @@ async fn apply(
             Err(e) => return Err(api(format!("creating Job {}", job.name_any()))(e)),
         }
     }
+    let mut updated = sj.clone();
     if let Some(status) = status {
-        let mut updated = sj.clone();
         updated.status = Some(status);
         Api::<ScavengerJob>::namespaced(ctx.client.clone(), &sj.namespace().unwrap_or_default())
             .replace_status(&sj.name_any(), &PostParams::default(), &updated)
@@ -407,7 +431,7 @@ async fn apply(
     if create.is_some()
         && let Some(uid) = sj.uid()
     {
-        ctx.starting.lock().insert(uid, sj.clone());
+        ctx.starting.lock().insert(uid, updated);
     }
     if let Some(t) = transition {
         record(ctx, sj, &t).await;

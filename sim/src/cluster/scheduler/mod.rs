@@ -1027,6 +1027,68 @@ mod tests {
     }
 
     #[test]
+    fn the_message_ends_with_what_preemption_said_and_nothing_when_it_succeeded() {
+        let filters = vec!["Insufficient cpu".to_owned(), "Insufficient cpu".to_owned()];
+        assert_eq!(
+            unschedulable_message(2, &filters, ""),
+            "0/2 nodes are available: 2 Insufficient cpu."
+        );
+        assert_eq!(
+            unschedulable_message(
+                2,
+                &filters,
+                "preemption: not eligible due to preemptionPolicy=Never."
+            ),
+            "0/2 nodes are available: 2 Insufficient cpu. \
+             preemption: not eligible due to preemptionPolicy=Never."
+        );
+    }
+
+    #[test]
+    fn nominated_pods_count_only_for_pods_they_outrank_or_equal() {
+        let info = NodeInfo {
+            name: "n1".into(),
+            ..NodeInfo::default()
+        };
+        let nominee = |uid: &str, priority| Nominee {
+            uid: uid.into(),
+            namespace: "default".into(),
+            name: uid.into(),
+            priority,
+            requests: [("cpu".to_owned(), 2.0)].into(),
+        };
+        let nominated: BTreeMap<String, Vec<Nominee>> = [(
+            "n1".to_owned(),
+            vec![nominee("high", 100), nominee("same", 10), nominee("low", 1)],
+        )]
+        .into();
+        let mut pod = pod("me", "1", None);
+        Arc::make_mut(&mut pod)
+            .spec
+            .as_mut()
+            .expect("spec")
+            .priority = Some(10);
+        // high and same count; low does not; the pod's own nomination never does.
+        assert_eq!(
+            with_nominated(&info, &nominated, &pod).requested["cpu"],
+            4.0
+        );
+        let mut own = nominated.clone();
+        own.get_mut("n1").expect("n1").push(nominee("me", 10));
+        assert_eq!(with_nominated(&info, &own, &pod).requested["cpu"], 4.0);
+        // Elsewhere, nothing.
+        let other = NodeInfo {
+            name: "n2".into(),
+            ..NodeInfo::default()
+        };
+        assert!(
+            with_nominated(&other, &nominated, &pod)
+                .requested
+                .is_empty()
+        );
+    }
+
+    #[test]
     fn an_unschedulable_pod_waits_for_a_cluster_event_or_the_flush() {
         let since = tokio::time::Instant::now();
         let flush = Duration::from_secs(300);

@@ -1,0 +1,319 @@
+//! A day of arrivals replayed in sim, in accelerated time, twice: once with the extender ranking
+//! preemption victims by unsaved work (`--scavenger-victims=unsaved`) and once with upstream's
+//! plain choice (`--scavenger-victims=scheduler`). Everything is real but time: sim with its
+//! kubelets (playing the workload model: work, checkpoints, resume, waste), the real agents
+//! (observing checkpoint markers, gossiping `s:` entries), a real coordinator (the ScavengerJob
+//! controller and the extender) and kube-scheduler (the real one when its binary is there, else
+//! sim's, which preempts as upstream does).
+//!
+//! The day: an ordinary Deployment follows a daily curve (its replicas low at night, high in the
+//! afternoon) and a second one adds bursts of big pods; a stream of ScavengerJobs of mixed
+//! lengths, widths and checkpoint intervals arrives all day. Printed: requested CPU use with
+//! and without scavengers (and how close to the threshold it stays while scavengers wait), and
+//! the CPU-seconds preemption wasted (work since the last checkpoint) under each victim choice.
+//!
+//! Not part of the test suite's figures: it runs only when `TELEMESH_SCAVENGE_DAY` is set (to
+//! the real seconds one simulated day takes; scripts/scavenge-day.sh sets it), and otherwise
+//! says SKIPPED. It asserts that the replay ran (jobs ran, were preempted, and finished), not
+//! the figures: those are what the script prints.
+#![allow(clippy::unwrap_used)]
+
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::{Client, ResourceExt as _};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use rand::rngs::StdRng;
+use rand::{Rng as _, SeedableRng as _};
+use serde_json::json;
+use telemesh_core::scavenge::JOB_LABEL;
+use telemesh_core::scavenge::crd::Phase;
+use telemesh_tests::SimEnv;
+use telemesh_tests::cluster::{ClusterParts, create_deployment_with};
+use telemesh_tests::mesh::Mesh;
+use telemesh_tests::upstream::{KUBE_SCHEDULER, KubeScheduler};
+
+const NS: &str = "day";
+const NODES: [&str; 4] = ["sim-node-0", "sim-node-1", "sim-node-2", "sim-node-3"];
+/// Simulated seconds in a day.
+const DAY: f64 = 86_400.0;
+/// The admission threshold the coordinator runs with.
+const THRESHOLD: f64 = 0.70;
+/// Simulated time between two steps of the driver (replica changes, arrivals, use samples).
+const STEP: f64 = 300.0;
+/// The seed of the day's arrivals: both runs replay the same day.
+const SEED: u64 = 20_261_124;
+
+/// One ScavengerJob arrival, in simulated time.
+#[derive(Debug, Clone)]
+struct Arrival {
+    at: f64,
+    name: String,
+    pods: u32,
+    cpu: u32,
+    work: f64,
+    checkpoint_every: f64,
+}
+
+/// The day's ScavengerJobs: one every 20 minutes on average, 1 to 3 pods of 1 or 2 CPUs, 1 to 6
+/// hours of work, checkpointing every 20 to 90 minutes (declared as their interval).
+fn arrivals() -> Vec<Arrival> {
+    let mut rng = StdRng::seed_from_u64(SEED);
+    let mut out = Vec::new();
+    let mut at = 0.0;
+    let mut i = 0;
+    while at < DAY * 0.8 {
+        at += -1200.0 * (1.0 - rng.random::<f64>()).ln();
+        i += 1;
+        out.push(Arrival {
+            at,
+            name: format!("sj-{i:03}"),
+            pods: *[1, 1, 1, 2, 2, 3].get(rng.random_range(0..6)).unwrap(),
+            cpu: rng.random_range(1..=2),
+            work: rng.random_range(3600.0..6.0 * 3600.0),
+            checkpoint_every: rng.random_range(1200.0..5400.0),
+        });
+    }
+    out
+}
+
+/// The ordinary Deployment's replicas (1-CPU pods) at simulated time `t`: a daily curve from
+/// 6 at 3 a.m. to 20 at 3 p.m. of the 32 CPUs.
+fn web_replicas(t: f64) -> i32 {
+    let phase = 2.0 * std::f64::consts::PI * (t / DAY - 3.0 / 24.0);
+    (13.0 - 7.0 * phase.cos()).round() as i32
+}
+
+/// The bursty Deployment's replicas (3-CPU pods, too big for the room scavengers leave): two
+/// bursts a day.
+fn burst_replicas(t: f64) -> i32 {
+    let hour = t / 3600.0;
+    if (9.0..11.0).contains(&hour) || (16.0..18.0).contains(&hour) {
+        2
+    } else {
+        0
+    }
+}
+
+/// Figures of one run.
+#[derive(Debug, Default)]
+struct Run {
+    /// Mean requested CPU use, ordinary pods only.
+    ordinary_use: f64,
+    /// Mean requested CPU use, everything.
+    total_use: f64,
+    /// Mean total use over the samples taken while ScavengerJobs waited to start.
+    use_while_waiting: f64,
+    waiting_samples: usize,
+    wasted_cpu_seconds: f64,
+    interruptions: u64,
+    completions: u64,
+    preempted_jobs: usize,
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_day_of_scavengers_with_and_without_unsaved_work_ranking() {
+    let Ok(seconds) = std::env::var("TELEMESH_SCAVENGE_DAY") else {
+        println!("SKIPPED: set TELEMESH_SCAVENGE_DAY to the real seconds of a simulated day (scripts/scavenge-day.sh)");
+        return;
+    };
+    let day_seconds: f64 = seconds.parse().expect("TELEMESH_SCAVENGE_DAY is a number of seconds");
+    telemesh_core::telemetry::init(telemesh_core::cli::LogFormat::Text, "warn");
+    let speed = DAY / day_seconds;
+    println!("one simulated day in {day_seconds} s ({speed:.0}× real time), {} ScavengerJobs", arrivals().len());
+    let ranked = replay("unsaved", speed).await;
+    let plain = replay("scheduler", speed).await;
+    print_figures(&ranked, &plain, speed);
+    for run in [&ranked, &plain] {
+        assert!(run.completions > 0, "no scavenger finished: the replay did not run");
+        assert!(run.interruptions > 0, "nothing was preempted: the day did not test victim choice");
+    }
+}
+
+fn print_figures(ranked: &Run, plain: &Run, speed: f64) {
+    println!();
+    println!("requested CPU use (mean over the day)       ranked     plain");
+    println!("  ordinary workloads only                  {:>6.1} %  {:>6.1} %", ranked.ordinary_use * 100.0, plain.ordinary_use * 100.0);
+    println!("  with scavengers                          {:>6.1} %  {:>6.1} %", ranked.total_use * 100.0, plain.total_use * 100.0);
+    println!(
+        "  while scavengers waited (threshold {:.0} %)  {:>6.1} %  {:>6.1} %  ({} and {} samples)",
+        THRESHOLD * 100.0,
+        ranked.use_while_waiting * 100.0,
+        plain.use_while_waiting * 100.0,
+        ranked.waiting_samples,
+        plain.waiting_samples
+    );
+    println!("preemption");
+    println!("  interrupted runs                         {:>8}  {:>8}", ranked.interruptions, plain.interruptions);
+    println!("  ScavengerJobs preempted at least once    {:>8}  {:>8}", ranked.preempted_jobs, plain.preempted_jobs);
+    println!("  finished runs                            {:>8}  {:>8}", ranked.completions, plain.completions);
+    println!(
+        "  wasted CPU-seconds (simulated)           {:>8.0}  {:>8.0}",
+        ranked.wasted_cpu_seconds * speed,
+        plain.wasted_cpu_seconds * speed
+    );
+    let ratio = if plain.wasted_cpu_seconds > 0.0 {
+        ranked.wasted_cpu_seconds / plain.wasted_cpu_seconds
+    } else {
+        f64::NAN
+    };
+    println!("  ranked / plain waste                     {ratio:>8.2}  (target ≤ 0.33)");
+}
+
+/// Replays the day with `victims` as the coordinator's `--scavenger-victims`.
+async fn replay(victims: &str, speed: f64) -> Run {
+    let env = SimEnv::start(NODES.len()).await;
+    let client = env.client().await;
+    install(&client).await;
+    let nodes: Vec<(&str, &str)> = NODES.iter().map(|n| (*n, "node_metric 1\n")).collect();
+    let coordinator_args = [
+        format!("--scavenger-victims={victims}"),
+        format!("--scavenger-threshold={THRESHOLD}"),
+        "--scavenger-admission-interval=500ms".to_owned(),
+        "--scavenger-unschedulable-timeout=10s".to_owned(),
+    ];
+    let coordinator_args: Vec<&str> = coordinator_args.iter().map(String::as_str).collect();
+    let mesh = Mesh::start_with(&env, &nodes, &[], &coordinator_args, 1).await;
+    let parts = ClusterParts::start(&env, NODES.len()).await;
+    let url = mesh.coordinators[0].url_prefix();
+    let _scheduler = match KUBE_SCHEDULER.find("scavenge_day") {
+        Some(binary) => Some(KubeScheduler::start(&binary, &env, &url, true)),
+        None => {
+            println!("(kube-scheduler not found: sim's scheduler preempts instead)");
+            parts.start_scheduler(&env, &url).await;
+            None
+        }
+    };
+    create_deployment_with(&client, NS, "web", web_replicas(0.0), json!({"resources": {"requests": {"cpu": "1", "memory": "1Gi"}}})).await;
+    create_deployment_with(&client, NS, "burst", 0, json!({"resources": {"requests": {"cpu": "3", "memory": "4Gi"}}})).await;
+
+    let allocatable = allocatable_cpu(&client).await;
+    let mut pending = arrivals();
+    pending.reverse();
+    let start = Instant::now();
+    let mut run = Run::default();
+    let mut samples = 0usize;
+    let mut t = 0.0;
+    while t < DAY {
+        while pending.last().is_some_and(|a| a.at <= t) {
+            let a = pending.pop().unwrap();
+            create_job(&client, &a, speed).await;
+        }
+        scale(&client, "web", web_replicas(t)).await;
+        scale(&client, "burst", burst_replicas(t)).await;
+        let (ordinary, scavengers) = requested_cpu(&client).await;
+        samples += 1;
+        run.ordinary_use += ordinary / allocatable;
+        run.total_use += (ordinary + scavengers) / allocatable;
+        if jobs_waiting(&client).await {
+            run.use_while_waiting += (ordinary + scavengers) / allocatable;
+            run.waiting_samples += 1;
+        }
+        t += STEP;
+        let due = start + Duration::from_secs_f64(t / speed);
+        tokio::time::sleep_until(due.into()).await;
+    }
+    run.ordinary_use /= samples as f64;
+    run.total_use /= samples as f64;
+    if run.waiting_samples > 0 {
+        run.use_while_waiting /= run.waiting_samples as f64;
+    }
+    let report = env.sim.workloads.report();
+    run.wasted_cpu_seconds = report.total.wasted_cpu_seconds;
+    run.interruptions = report.total.interruptions;
+    run.completions = report.total.completions;
+    run.preempted_jobs = report.jobs.values().filter(|j| j.figures.interruptions > 0).count();
+    drop(mesh);
+    run
+}
+
+async fn install(client: &Client) {
+    let crd: CustomResourceDefinition =
+        serde_yaml_ng::from_str(telemesh_core::scavenge::crd::CRD_YAML).unwrap();
+    Api::<CustomResourceDefinition>::all(client.clone())
+        .create(&PostParams::default(), &crd)
+        .await
+        .unwrap();
+    let class = json!({
+        "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+        "metadata": {"name": telemesh_core::scavenge::PRIORITY_CLASS},
+        "value": telemesh_core::scavenge::PRIORITY, "preemptionPolicy": "Never",
+    });
+    let api: Api<kube::api::DynamicObject> = Api::all_with(
+        client.clone(),
+        &kube::api::ApiResource::from_gvk(&kube::api::GroupVersionKind::gvk("scheduling.k8s.io", "v1", "PriorityClass")),
+    );
+    api.create(&PostParams::default(), &serde_json::from_value(class).unwrap()).await.unwrap();
+    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": NS}})).unwrap();
+    Api::<Namespace>::all(client.clone()).create(&PostParams::default(), &ns).await.unwrap();
+}
+
+/// Creates the ScavengerJob of `a`, its simulated durations divided by `speed`.
+async fn create_job(client: &Client, a: &Arrival, speed: f64) {
+    let real = |secs: f64| format!("{}ms", (secs / speed * 1000.0).round() as u64);
+    let job = json!({
+        "apiVersion": "telemesh.io/v1alpha1", "kind": "ScavengerJob",
+        "metadata": {"name": a.name, "namespace": NS},
+        "spec": {
+            "image": "telemesh/checkpoint-demo",
+            "parallelism": a.pods,
+            "resources": {"requests": {"cpu": a.cpu.to_string(), "memory": "1Gi"}},
+            "checkpointInterval": real(a.checkpoint_every),
+            "podMetadata": {"annotations": {
+                telemesh_sim::cluster::workload::WORK_ANNOTATION: real(a.work),
+                telemesh_sim::cluster::workload::CHECKPOINT_EVERY_ANNOTATION: real(a.checkpoint_every),
+            }},
+        }
+    });
+    let api: Api<telemesh_core::scavenge::crd::ScavengerJob> = Api::namespaced(client.clone(), NS);
+    api.create(&PostParams::default(), &serde_json::from_value(job).unwrap()).await.unwrap();
+}
+
+async fn scale(client: &Client, name: &str, replicas: i32) {
+    Api::<Deployment>::namespaced(client.clone(), NS)
+        .patch(name, &PatchParams::default(), &Patch::Merge(json!({"spec": {"replicas": replicas}})))
+        .await
+        .unwrap();
+}
+
+async fn allocatable_cpu(client: &Client) -> f64 {
+    let nodes = Api::<Node>::all(client.clone()).list(&ListParams::default()).await.unwrap();
+    nodes
+        .items
+        .iter()
+        .filter_map(|n| n.status.as_ref()?.allocatable.as_ref()?.get("cpu"))
+        .filter_map(telemesh_core::fit::amount)
+        .sum()
+}
+
+/// CPU requested by pods bound to a node and not finished: (ordinary, scavengers).
+async fn requested_cpu(client: &Client) -> (f64, f64) {
+    let pods = Api::<Pod>::all(client.clone()).list(&ListParams::default()).await.unwrap();
+    let mut out = (0.0, 0.0);
+    for pod in &pods.items {
+        let bound = pod.spec.as_ref().is_some_and(|s| s.node_name.is_some());
+        let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+        if !bound || matches!(phase, Some("Succeeded" | "Failed")) {
+            continue;
+        }
+        let cpu = telemesh_core::fit::pod_requests(pod).get("cpu").copied().unwrap_or(0.0);
+        if pod.labels().contains_key(JOB_LABEL) {
+            out.1 += cpu;
+        } else {
+            out.0 += cpu;
+        }
+    }
+    out
+}
+
+/// Whether any ScavengerJob waits to start (Pending or Interrupted).
+async fn jobs_waiting(client: &Client) -> bool {
+    let api: Api<telemesh_core::scavenge::crd::ScavengerJob> = Api::namespaced(client.clone(), NS);
+    let jobs = api.list(&ListParams::default()).await.unwrap();
+    jobs.items.iter().any(|j| {
+        let phase = j.status.as_ref().map(|s| s.phase).unwrap_or_default();
+        matches!(phase, Phase::Pending | Phase::Interrupted)
+    })
+}
