@@ -1081,4 +1081,104 @@ mod tests {
         let silent = NodeEntry::new("n", 1, Liveness::Live, NodeState::default());
         assert!(!silent.fresh(100_000, stale), "no metric at all: not fresh");
     }
+
+    /// Real gossip on loopback: an agent deletes scavenger pods' keys, before and after the
+    /// observer's failure detector has it live, and the view drops them long before the
+    /// (hour-long) resync would.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn deleted_scavenger_pods_leave_the_view_within_rounds() {
+        use telemesh_core::gossip::{GossipConfig, Security};
+        use telemesh_core::testing::eventually;
+
+        const WITHIN: Duration = Duration::from_secs(20);
+        let config = |name: &str, role, seeds: Vec<String>| {
+            let mut c = GossipConfig::new(
+                name,
+                "view-test",
+                "127.0.0.1:0".parse().unwrap(),
+                Security::Insecure,
+            );
+            c.role = role;
+            c.seeds = seeds;
+            c.gossip_interval = Duration::from_millis(100);
+            c
+        };
+        let agent = GossipMember::start(config("n1", Role::Agent, vec![]))
+            .await
+            .unwrap();
+        let seed = agent.id().gossip_addr.to_string();
+        let observer = Arc::new(
+            GossipMember::start(config("coordinator", Role::Observer, vec![seed]))
+                .await
+                .unwrap(),
+        );
+        let mut events = observer.events();
+        let view = ClusterView::default();
+        let mut registry = prometheus_client::registry::Registry::default();
+        let metrics = ViewMetrics::register(&mut registry);
+        let updater = Updater::new(
+            observer,
+            view.clone(),
+            ViewConfig {
+                tick: Duration::from_millis(20),
+                resync: Duration::from_secs(3600),
+                sync_timeout: Duration::from_millis(100),
+                stale_after: Duration::from_secs(45),
+            },
+            metrics.clone(),
+        )
+        .await;
+        let stop = CancellationToken::new();
+        let task = tokio::spawn(updater.run(stop.clone()));
+        let pods = |view: &ClusterView| -> Vec<String> {
+            view.load()
+                .node("n1")
+                .map(|e| e.scavengers().keys().cloned().collect())
+                .unwrap_or_default()
+        };
+        let key = |uid: &str| StateKey::Scavenger(uid.into());
+
+        for uid in ["u1", "u2", "u3"] {
+            agent.set(&key(uid), "ns/a@1000@500@1024").await.unwrap();
+        }
+        eventually("three scavenger pods in the view", WITHIN, || async {
+            (pods(&view) == ["u1", "u2", "u3"]).then_some(())
+        })
+        .await;
+        // Key changes arrive before the failure detector calls the agent live (a few rounds):
+        // a deletion then is caught when it joins.
+        agent.delete(&key("u3")).await.unwrap();
+        let joined = async {
+            loop {
+                match events.recv().await {
+                    Ok(MembershipEvent::Joined(id)) if &*id.node_name == "n1" => return,
+                    Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                    Err(e) => panic!("membership events ended: {e}"),
+                }
+            }
+        };
+        tokio::time::timeout(WITHIN, joined)
+            .await
+            .expect("the agent to join");
+        eventually("u3 to leave the view", WITHIN, || async {
+            (pods(&view) == ["u1", "u2"]).then_some(())
+        })
+        .await;
+        // A live member's deletion is caught by its update.
+        agent.delete(&key("u1")).await.unwrap();
+        eventually("u1 to leave the view", WITHIN, || async {
+            (pods(&view) == ["u2"]).then_some(())
+        })
+        .await;
+        assert_eq!(view.load().scavenger_job("ns/a").len(), 1);
+        assert_eq!(
+            metrics.resyncs.get(),
+            1,
+            "only the first read, no resync since"
+        );
+        // Each deletion was seen by a re-read (others may have caught up with a batch).
+        assert!(metrics.scavengers_reread.get() >= 2);
+        stop.cancel();
+        task.await.unwrap();
+    }
 }

@@ -211,7 +211,9 @@ pub fn rank_node<'a>(node: &NodeVictims<'a>, loss_of: &impl Fn(&str) -> Loss) ->
         spared: 0,
     };
     let mut chosen: Vec<&'a str> = known.iter().map(|(uid, _)| *uid).collect();
-    if need.pods > 0 {
+    // One victim that loses nothing cannot be bettered: skip the search.
+    let unbeatable = scheduler_loss == 0 && known.len() == 1;
+    if need.pods > 0 && !unbeatable {
         let better = cheapest_cover(&need, &node.pool, &hit, loss_of).filter(|pick| {
             let loss = set_loss(&mut pick.iter().map(|&i| node.pool[i].1));
             // Strictly better: less loss, or as little with fewer pods.
@@ -266,24 +268,26 @@ fn cheapest_cover(
     // Ties between equal units go to the job named first, so the answer is deterministic.
     units.sort_by(|a, b| a.job.cmp(b.job));
 
-    let mut best: Option<(Loss, Vec<usize>)> = None;
-    let mut consider = |taken: Vec<usize>| {
+    let consider = |best: &mut Option<(Loss, Vec<usize>)>, taken: Vec<usize>| {
         let pick = prune(need, pool, &units, taken);
         let loss = cost_of(&pick, pool, &units);
-        let better = match &best {
+        let better = match best {
             None => true,
             Some((l, p)) => (loss, pick.len()) < (*l, p.len()),
         };
         if better {
-            best = Some((loss, pick));
+            *best = Some((loss, pick));
         }
     };
+    let mut best: Option<(Loss, Vec<usize>)> = None;
     if let Some(taken) = greedy(need, &units) {
-        consider(taken);
+        consider(&mut best, taken);
     }
     for (k, unit) in units.iter().enumerate() {
-        if need.met_by(&unit.freed) {
-            consider(vec![k]);
+        // A unit dearer than the best so far cannot win, pruned or not.
+        let dearer = best.as_ref().is_some_and(|(loss, _)| unit.cost > *loss);
+        if !dearer && need.met_by(&unit.freed) {
+            consider(&mut best, vec![k]);
         }
     }
     best.map(|(_, pick)| pick)
