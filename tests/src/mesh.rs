@@ -186,6 +186,21 @@ impl Mesh {
         mesh
     }
 
+    /// Makes every node's pressure stall figures calm (`/proc/pressure/{cpu,memory,io}` at zero).
+    /// The /proc fixture the agents start from has CPU pressure at 53 % some avg10, above the
+    /// agents' scavenger eviction threshold: tests that run scavengers for longer than
+    /// `--scavenger-pressure-for` and are not about pressure call this, or agents evict them.
+    pub fn calm_pressure(&self) {
+        const CALM: &str = "some avg10=0.00 avg60=0.00 avg300=0.00 total=0\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n";
+        for root in self.roots.values() {
+            for resource in ["cpu", "memory", "io"] {
+                let path = root.join("proc/pressure").join(resource);
+                std::fs::write(&path, CALM)
+                    .unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
+            }
+        }
+    }
+
     /// Rewrites `node`'s textfile.
     pub fn script(&self, node: &str, metrics: &str) {
         let root = self

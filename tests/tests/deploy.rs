@@ -548,7 +548,10 @@ fn checkpoint_markers_are_opt_in_and_add_one_capability() {
     let spec = &find(&plain, "DaemonSet", "telemesh-agent")["spec"]["template"]["spec"];
     let c = &spec["containers"][0];
     assert_eq!(spec["securityContext"]["runAsNonRoot"], true);
-    assert_eq!(c["securityContext"]["capabilities"], json!({"drop": ["ALL"]}));
+    assert_eq!(
+        c["securityContext"]["capabilities"],
+        json!({"drop": ["ALL"]})
+    );
     assert_eq!(flag(&c["args"], "--kubelet-root-dir"), None);
     assert!(!c["volumeMounts"].to_string().contains("kubelet"));
 
@@ -562,7 +565,10 @@ fn checkpoint_markers_are_opt_in_and_add_one_capability() {
         json!({"drop": ["ALL"], "add": ["DAC_READ_SEARCH"]})
     );
     assert_eq!(c["securityContext"]["allowPrivilegeEscalation"], false);
-    assert_eq!(flag(&c["args"], "--kubelet-root-dir"), Some("/var/lib/kubelet"));
+    assert_eq!(
+        flag(&c["args"], "--kubelet-root-dir"),
+        Some("/var/lib/kubelet")
+    );
     let mount = c["volumeMounts"]
         .as_array()
         .unwrap()

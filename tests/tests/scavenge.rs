@@ -81,6 +81,8 @@ async fn start_replicas(
     let mut args = COORDINATOR_ARGS.to_vec();
     args.push(&timeout);
     let mesh = Mesh::start_with(&env, &nodes, &[], &args, replicas).await;
+    // Not a test of pressure eviction (agent/tests/scavengers.rs is): no agent evicts a scavenger.
+    mesh.calm_pressure();
     (env, parts, mesh, client)
 }
 

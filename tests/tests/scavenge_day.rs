@@ -23,8 +23,8 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::{Client, ResourceExt as _};
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::{Client, ResourceExt as _};
 use rand::rngs::StdRng;
 use rand::{Rng as _, SeedableRng as _};
 use serde_json::json;
@@ -111,32 +111,55 @@ struct Run {
     interruptions: u64,
     completions: u64,
     preempted_jobs: usize,
+    /// The coordinator's preempt figures (`preempt` lines of its /metrics).
+    preempt_metrics: Vec<String>,
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_day_of_scavengers_with_and_without_unsaved_work_ranking() {
     let Ok(seconds) = std::env::var("TELEMESH_SCAVENGE_DAY") else {
-        println!("SKIPPED: set TELEMESH_SCAVENGE_DAY to the real seconds of a simulated day (scripts/scavenge-day.sh)");
+        println!(
+            "SKIPPED: set TELEMESH_SCAVENGE_DAY to the real seconds of a simulated day (scripts/scavenge-day.sh)"
+        );
         return;
     };
-    let day_seconds: f64 = seconds.parse().expect("TELEMESH_SCAVENGE_DAY is a number of seconds");
+    let day_seconds: f64 = seconds
+        .parse()
+        .expect("TELEMESH_SCAVENGE_DAY is a number of seconds");
     telemesh_core::telemetry::init(telemesh_core::cli::LogFormat::Text, "warn");
     let speed = DAY / day_seconds;
-    println!("one simulated day in {day_seconds} s ({speed:.0}× real time), {} ScavengerJobs", arrivals().len());
+    println!(
+        "one simulated day in {day_seconds} s ({speed:.0}× real time), {} ScavengerJobs",
+        arrivals().len()
+    );
     let ranked = replay("unsaved", speed).await;
     let plain = replay("scheduler", speed).await;
     print_figures(&ranked, &plain, speed);
     for run in [&ranked, &plain] {
-        assert!(run.completions > 0, "no scavenger finished: the replay did not run");
-        assert!(run.interruptions > 0, "nothing was preempted: the day did not test victim choice");
+        assert!(
+            run.completions > 0,
+            "no scavenger finished: the replay did not run"
+        );
+        assert!(
+            run.interruptions > 0,
+            "nothing was preempted: the day did not test victim choice"
+        );
     }
 }
 
 fn print_figures(ranked: &Run, plain: &Run, speed: f64) {
     println!();
     println!("requested CPU use (mean over the day)       ranked     plain");
-    println!("  ordinary workloads only                  {:>6.1} %  {:>6.1} %", ranked.ordinary_use * 100.0, plain.ordinary_use * 100.0);
-    println!("  with scavengers                          {:>6.1} %  {:>6.1} %", ranked.total_use * 100.0, plain.total_use * 100.0);
+    println!(
+        "  ordinary workloads only                  {:>6.1} %  {:>6.1} %",
+        ranked.ordinary_use * 100.0,
+        plain.ordinary_use * 100.0
+    );
+    println!(
+        "  with scavengers                          {:>6.1} %  {:>6.1} %",
+        ranked.total_use * 100.0,
+        plain.total_use * 100.0
+    );
     println!(
         "  while scavengers waited (threshold {:.0} %)  {:>6.1} %  {:>6.1} %  ({} and {} samples)",
         THRESHOLD * 100.0,
@@ -146,9 +169,18 @@ fn print_figures(ranked: &Run, plain: &Run, speed: f64) {
         plain.waiting_samples
     );
     println!("preemption");
-    println!("  interrupted runs                         {:>8}  {:>8}", ranked.interruptions, plain.interruptions);
-    println!("  ScavengerJobs preempted at least once    {:>8}  {:>8}", ranked.preempted_jobs, plain.preempted_jobs);
-    println!("  finished runs                            {:>8}  {:>8}", ranked.completions, plain.completions);
+    println!(
+        "  interrupted runs                         {:>8}  {:>8}",
+        ranked.interruptions, plain.interruptions
+    );
+    println!(
+        "  ScavengerJobs preempted at least once    {:>8}  {:>8}",
+        ranked.preempted_jobs, plain.preempted_jobs
+    );
+    println!(
+        "  finished runs                            {:>8}  {:>8}",
+        ranked.completions, plain.completions
+    );
     println!(
         "  wasted CPU-seconds (simulated)           {:>8.0}  {:>8.0}",
         ranked.wasted_cpu_seconds * speed,
@@ -160,6 +192,12 @@ fn print_figures(ranked: &Run, plain: &Run, speed: f64) {
         f64::NAN
     };
     println!("  ranked / plain waste                     {ratio:>8.2}  (target ≤ 0.33)");
+    for (name, run) in [("ranked", ranked), ("plain", plain)] {
+        println!("the coordinator's preempt figures, {name}:");
+        for line in &run.preempt_metrics {
+            println!("  {line}");
+        }
+    }
 }
 
 /// Replays the day with `victims` as the coordinator's `--scavenger-victims`.
@@ -176,6 +214,8 @@ async fn replay(victims: &str, speed: f64) -> Run {
     ];
     let coordinator_args: Vec<&str> = coordinator_args.iter().map(String::as_str).collect();
     let mesh = Mesh::start_with(&env, &nodes, &[], &coordinator_args, 1).await;
+    // Waste from preemption only: no agent is under pressure, so none evicts a scavenger.
+    mesh.calm_pressure();
     let parts = ClusterParts::start(&env, NODES.len()).await;
     let url = mesh.coordinators[0].url_prefix();
     let _scheduler = match KUBE_SCHEDULER.find("scavenge_day") {
@@ -186,8 +226,22 @@ async fn replay(victims: &str, speed: f64) -> Run {
             None
         }
     };
-    create_deployment_with(&client, NS, "web", web_replicas(0.0), json!({"resources": {"requests": {"cpu": "1", "memory": "1Gi"}}})).await;
-    create_deployment_with(&client, NS, "burst", 0, json!({"resources": {"requests": {"cpu": "3", "memory": "4Gi"}}})).await;
+    create_deployment_with(
+        &client,
+        NS,
+        "web",
+        web_replicas(0.0),
+        json!({"resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}),
+    )
+    .await;
+    create_deployment_with(
+        &client,
+        NS,
+        "burst",
+        0,
+        json!({"resources": {"requests": {"cpu": "3", "memory": "4Gi"}}}),
+    )
+    .await;
 
     let allocatable = allocatable_cpu(&client).await;
     let mut pending = arrivals();
@@ -224,7 +278,22 @@ async fn replay(victims: &str, speed: f64) -> Run {
     run.wasted_cpu_seconds = report.total.wasted_cpu_seconds;
     run.interruptions = report.total.interruptions;
     run.completions = report.total.completions;
-    run.preempted_jobs = report.jobs.values().filter(|j| j.figures.interruptions > 0).count();
+    run.preempted_jobs = report
+        .jobs
+        .values()
+        .filter(|j| j.figures.interruptions > 0)
+        .count();
+    run.preempt_metrics = mesh.coordinators[0]
+        .metrics()
+        .await
+        .lines()
+        .filter(|l| {
+            !l.starts_with('#')
+                && (l.contains("preempt") || l.contains("victims") || l.contains("loss_avoided"))
+        })
+        .filter(|l| !l.contains("_bucket"))
+        .map(str::to_owned)
+        .collect();
     drop(mesh);
     run
 }
@@ -243,11 +312,23 @@ async fn install(client: &Client) {
     });
     let api: Api<kube::api::DynamicObject> = Api::all_with(
         client.clone(),
-        &kube::api::ApiResource::from_gvk(&kube::api::GroupVersionKind::gvk("scheduling.k8s.io", "v1", "PriorityClass")),
+        &kube::api::ApiResource::from_gvk(&kube::api::GroupVersionKind::gvk(
+            "scheduling.k8s.io",
+            "v1",
+            "PriorityClass",
+        )),
     );
-    api.create(&PostParams::default(), &serde_json::from_value(class).unwrap()).await.unwrap();
+    api.create(
+        &PostParams::default(),
+        &serde_json::from_value(class).unwrap(),
+    )
+    .await
+    .unwrap();
     let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": NS}})).unwrap();
-    Api::<Namespace>::all(client.clone()).create(&PostParams::default(), &ns).await.unwrap();
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &ns)
+        .await
+        .unwrap();
 }
 
 /// Creates the ScavengerJob of `a`, its simulated durations divided by `speed`.
@@ -268,18 +349,30 @@ async fn create_job(client: &Client, a: &Arrival, speed: f64) {
         }
     });
     let api: Api<telemesh_core::scavenge::crd::ScavengerJob> = Api::namespaced(client.clone(), NS);
-    api.create(&PostParams::default(), &serde_json::from_value(job).unwrap()).await.unwrap();
+    api.create(
+        &PostParams::default(),
+        &serde_json::from_value(job).unwrap(),
+    )
+    .await
+    .unwrap();
 }
 
 async fn scale(client: &Client, name: &str, replicas: i32) {
     Api::<Deployment>::namespaced(client.clone(), NS)
-        .patch(name, &PatchParams::default(), &Patch::Merge(json!({"spec": {"replicas": replicas}})))
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": replicas}})),
+        )
         .await
         .unwrap();
 }
 
 async fn allocatable_cpu(client: &Client) -> f64 {
-    let nodes = Api::<Node>::all(client.clone()).list(&ListParams::default()).await.unwrap();
+    let nodes = Api::<Node>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+        .unwrap();
     nodes
         .items
         .iter()
@@ -290,7 +383,10 @@ async fn allocatable_cpu(client: &Client) -> f64 {
 
 /// CPU requested by pods bound to a node and not finished: (ordinary, scavengers).
 async fn requested_cpu(client: &Client) -> (f64, f64) {
-    let pods = Api::<Pod>::all(client.clone()).list(&ListParams::default()).await.unwrap();
+    let pods = Api::<Pod>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+        .unwrap();
     let mut out = (0.0, 0.0);
     for pod in &pods.items {
         let bound = pod.spec.as_ref().is_some_and(|s| s.node_name.is_some());
@@ -298,7 +394,10 @@ async fn requested_cpu(client: &Client) -> (f64, f64) {
         if !bound || matches!(phase, Some("Succeeded" | "Failed")) {
             continue;
         }
-        let cpu = telemesh_core::fit::pod_requests(pod).get("cpu").copied().unwrap_or(0.0);
+        let cpu = telemesh_core::fit::pod_requests(pod)
+            .get("cpu")
+            .copied()
+            .unwrap_or(0.0);
         if pod.labels().contains_key(JOB_LABEL) {
             out.1 += cpu;
         } else {
