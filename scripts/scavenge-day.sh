@@ -3,7 +3,7 @@
 # ranking preemption victims by unsaved work, then upstream's plain victim choice — with the real
 # agents, coordinator and kube-scheduler (sim's own scheduler, which preempts as upstream does,
 # when ../shared/tools/kube-scheduler is absent). An ordinary Deployment follows a daily curve
-# (6 to 20 one-CPU pods of 32 CPUs) with two bursts of three-CPU pods; 46 ScavengerJobs (1-3 pods
+# (6 one-CPU pods of 32 CPUs at night, 20 within the hour from 7:30) and a batch of four three-CPU pods every two hours; 46 ScavengerJobs (1-3 pods
 # of 1-2 CPUs, 1-6 h of work, checkpoints every 20-90 min) arrive through the day.
 # Prints requested CPU use with and without scavengers (and while scavengers waited, against the
 # 70 % threshold), and the CPU-seconds preemption wasted under each victim choice.

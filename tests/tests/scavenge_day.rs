@@ -6,8 +6,9 @@
 //! controller and the extender) and kube-scheduler (the real one when its binary is there, else
 //! sim's, which preempts as upstream does).
 //!
-//! The day: an ordinary Deployment follows a daily curve (its replicas low at night, high in the
-//! afternoon) and a second one adds bursts of big pods; a stream of ScavengerJobs of mixed
+//! The day: an ordinary Deployment follows a daily curve (low at night, ramping up within the
+//! hour when users arrive, down in the evening) and a second one runs a batch of big pods every
+//! two hours; a stream of ScavengerJobs of mixed
 //! lengths, widths and checkpoint intervals arrives all day. Printed: requested CPU use with
 //! and without scavengers (and how close to the threshold it stays while scavengers wait), and
 //! the CPU-seconds preemption wasted (work since the last checkpoint) under each victim choice.
@@ -79,22 +80,29 @@ fn arrivals() -> Vec<Arrival> {
     out
 }
 
-/// The ordinary Deployment's replicas (1-CPU pods) at simulated time `t`: a daily curve from
-/// 6 at 3 a.m. to 20 at 3 p.m. of the 32 CPUs.
+/// The ordinary Deployment's replicas (1-CPU pods) at simulated time `t`: 6 of the 32 CPUs at
+/// night, up to 20 within the hour from 7:30 when users arrive (minus a lunch dip), down again
+/// between 19:00 and 21:00. The morning ramp is what reclaims the room scavengers took overnight.
 fn web_replicas(t: f64) -> i32 {
-    let phase = 2.0 * std::f64::consts::PI * (t / DAY - 3.0 / 24.0);
-    (13.0 - 7.0 * phase.cos()).round() as i32
+    let hour = (t / 3600.0) % 24.0;
+    let (night, day) = (6.0, 20.0);
+    let replicas = match hour {
+        h if h < 7.5 => night,
+        h if h < 8.5 => night + (day - night) * (h - 7.5),
+        h if (12.0..13.0).contains(&h) => day - 3.0,
+        h if h < 19.0 => day,
+        h if h < 21.0 => day - (day - night) * (h - 19.0) / 2.0,
+        _ => night,
+    };
+    replicas.round() as i32
 }
 
-/// The bursty Deployment's replicas (3-CPU pods, too big for the room scavengers leave): two
-/// bursts a day.
+/// The bursty Deployment's replicas (3-CPU pods, too big for the room scavengers leave on a
+/// node): an ETL batch of four for the first half hour of every second hour, day and night
+/// (12 CPUs, more than the 30 % headroom the threshold keeps).
 fn burst_replicas(t: f64) -> i32 {
-    let hour = t / 3600.0;
-    if (9.0..11.0).contains(&hour) || (16.0..18.0).contains(&hour) {
-        2
-    } else {
-        0
-    }
+    let minute = (t / 60.0) % 120.0;
+    if minute < 30.0 { 4 } else { 0 }
 }
 
 /// Figures of one run.
