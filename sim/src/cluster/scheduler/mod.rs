@@ -231,6 +231,19 @@ struct Nominee {
     requests: fit::Resources,
 }
 
+impl Nominee {
+    /// `pod` (whose uid is `uid`) as a nominee asking for `requests`.
+    fn of(pod: &Pod, uid: String, requests: fit::Resources) -> Self {
+        Self {
+            uid,
+            namespace: pod.namespace().unwrap_or_default(),
+            name: pod.name_any(),
+            priority: preemption::priority(pod),
+            requests,
+        }
+    }
+}
+
 /// What one pass knows besides the node infos: the pods on each node and the nominations.
 struct PassState<'a> {
     on_node: BTreeMap<String, Vec<&'a Pod>>,
@@ -429,13 +442,7 @@ impl Scheduler {
                             .nominated
                             .entry(node.to_owned())
                             .or_default()
-                            .push(Nominee {
-                                uid,
-                                namespace: pod.namespace().unwrap_or_default(),
-                                name: pod.name_any(),
-                                priority: preemption::priority(pod),
-                                requests: fit::pod_requests(pod),
-                            });
+                            .push(Nominee::of(pod, uid, fit::pod_requests(pod)));
                     }
                 }
             }
@@ -630,13 +637,7 @@ impl Scheduler {
                 .nominated
                 .entry(node.clone())
                 .or_default()
-                .push(Nominee {
-                    uid,
-                    namespace: pod.namespace().unwrap_or_default(),
-                    name: pod.name_any(),
-                    priority: preemption::priority(pod),
-                    requests: requests.clone(),
-                });
+                .push(Nominee::of(pod, uid, requests.clone()));
         }
         (String::new(), Nomination::Set(Some(node)))
     }
