@@ -158,6 +158,55 @@ pub async fn follow<F, Fut>(
     }
 }
 
+/// Keeps a reflector store of every `K` filled until `term`, as the leader's loops read them:
+/// returns the store and the task that polls the watch, which wakes `changed` (if given) after
+/// each change and logs failed watches with `what`.
+pub fn reflect<K>(
+    api: kube::Api<K>,
+    what: &'static str,
+    changed: Option<std::sync::Arc<tokio::sync::Notify>>,
+    term: CancellationToken,
+) -> (
+    kube::runtime::reflector::Store<K>,
+    tokio::task::JoinHandle<()>,
+)
+where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned
+        + Send
+        + Sync
+        + 'static,
+{
+    use futures::StreamExt as _;
+    use kube::runtime::{WatchStreamExt as _, reflector, watcher};
+
+    let (store, writer) = reflector::store::<K>();
+    let task = tokio::spawn(async move {
+        let mut changes =
+            reflector::reflector(writer, watcher::watcher(api, watcher::Config::default()))
+                .default_backoff()
+                .touched_objects()
+                .boxed();
+        loop {
+            tokio::select! {
+                () = term.cancelled() => return,
+                change = changes.next() => match change {
+                    None => return,
+                    Some(Err(e)) => tracing::warn!(error = %e, watch = what, "a watch failed; retrying"),
+                    Some(Ok(_)) => {
+                        if let Some(changed) = &changed {
+                            changed.notify_one();
+                        }
+                    }
+                },
+            }
+        }
+    });
+    (store, task)
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;

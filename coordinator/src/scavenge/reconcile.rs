@@ -13,8 +13,8 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{DeleteParams, ListParams, PostParams, PropagationPolicy};
 use kube::runtime::controller::{Action, Config as ControllerConfig};
 use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
-use kube::runtime::reflector::{self, ObjectRef, Store};
-use kube::runtime::{Controller, WatchStreamExt as _, watcher};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::{Controller, watcher};
 use kube::{Api, Client, Resource as _, ResourceExt as _};
 use parking_lot::Mutex;
 use telemesh_core::scavenge::JOB_LABEL;
@@ -99,38 +99,6 @@ pub async fn run(parts: Parts, leading: watch::Receiver<bool>, stop: Cancellatio
     .await;
 }
 
-/// Keeps a reflector `store` filled until `term`.
-fn follow_all<K>(api: Api<K>, term: CancellationToken) -> Store<K>
-where
-    K: kube::Resource<DynamicType = ()>
-        + Clone
-        + std::fmt::Debug
-        + serde::de::DeserializeOwned
-        + Send
-        + Sync
-        + 'static,
-{
-    let (store, writer) = reflector::store::<K>();
-    tokio::spawn(async move {
-        let mut changes =
-            reflector::reflector(writer, watcher::watcher(api, watcher::Config::default()))
-                .default_backoff()
-                .touched_objects()
-                .boxed();
-        loop {
-            tokio::select! {
-                () = term.cancelled() => return,
-                change = changes.next() => match change {
-                    None => return,
-                    Some(Err(e)) => tracing::warn!(error = %e, "a watch for scavenger admission failed; retrying"),
-                    Some(Ok(_)) => {}
-                },
-            }
-        }
-    });
-    store
-}
-
 async fn lead(parts: Parts, term: CancellationToken) {
     let Parts {
         client,
@@ -163,8 +131,14 @@ async fn lead(parts: Parts, term: CancellationToken) {
             Some(ObjectRef::<ScavengerJob>::new(&name).within(&pod.namespace()?))
         });
     let ctx = Arc::new(Context {
-        nodes: follow_all(Api::<Node>::all(client.clone()), term.clone()),
-        pods: follow_all(Api::<Pod>::all(client.clone()), term.clone()),
+        nodes: crate::leader::reflect(
+            Api::<Node>::all(client.clone()),
+            "nodes",
+            None,
+            term.clone(),
+        )
+        .0,
+        pods: crate::leader::reflect(Api::<Pod>::all(client.clone()), "pods", None, term.clone()).0,
         jobs: controller.store(),
         recorder: Recorder::new(
             client.clone(),

@@ -14,11 +14,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
-use kube::runtime::reflector::{self, Store};
-use kube::runtime::{WatchStreamExt as _, watcher};
+use kube::runtime::reflector::Store;
 use kube::{Api, Client, Resource as _, ResourceExt as _};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -246,31 +244,14 @@ pub async fn run(ctx: Arc<Context>, leading: watch::Receiver<bool>, stop: Cancel
 
 /// Leads until `term`: follows every WorkloadAction and starts what may start.
 async fn lead(ctx: Arc<Context>, term: CancellationToken) {
-    let (store, writer) = reflector::store::<WorkloadAction>();
-    let api = Api::<WorkloadAction>::all(ctx.client.clone());
     // The reflector fills the store as it is polled; a task polls it and wakes the loop.
     let changed = Arc::new(tokio::sync::Notify::new());
-    let follow = tokio::spawn({
-        let changed = changed.clone();
-        let term = term.clone();
-        async move {
-            let mut changes =
-                reflector::reflector(writer, watcher::watcher(api, watcher::Config::default()))
-                    .default_backoff()
-                    .touched_objects()
-                    .boxed();
-            loop {
-                tokio::select! {
-                    () = term.cancelled() => return,
-                    change = changes.next() => match change {
-                        None => return,
-                        Some(Err(e)) => tracing::warn!(error = %e, "watching WorkloadActions failed; retrying"),
-                        Some(Ok(_)) => changed.notify_one(),
-                    },
-                }
-            }
-        }
-    });
+    let (store, follow) = crate::leader::reflect(
+        Api::<WorkloadAction>::all(ctx.client.clone()),
+        "WorkloadActions",
+        Some(changed.clone()),
+        term.clone(),
+    );
     let mut tasks: JoinSet<(String, Result<(), Failure>)> = JoinSet::new();
     let mut running: HashMap<String, tokio::task::AbortHandle> = HashMap::new();
     let mut not_before: HashMap<String, (tokio::time::Instant, u32)> = HashMap::new();
