@@ -301,7 +301,11 @@ pub fn report(e: &Evidence) -> Report {
                 .iter()
                 .find(|(n, _)| Some(n) == node_name.as_ref())
                 .map(|(_, s)| *s),
-            best: nodes.iter().max_by_key(|(_, s)| *s).cloned(),
+            // The highest score; among equals the first node by name.
+            best: nodes
+                .iter()
+                .max_by(|a, b| a.1.cmp(&b.1).then_with(|| b.0.cmp(&a.0)))
+                .cloned(),
             nodes: nodes.len(),
         }
     });
@@ -595,7 +599,7 @@ mod tests {
         .unwrap();
         let view = json!({"nodes": [{"name": "n3", "liveness": "live",
             "metrics": {"node_health_metric": {"value": 5.0, "stale": false}}, "violations": {}}]});
-        let rewards = json!({"podType": "ul/web", "nodes": [{"node": "n1", "score": 9}, {"node": "n3", "score": 4}]});
+        let rewards = json!({"podType": "ul/web", "nodes": [{"node": "n1", "score": 9}, {"node": "n3", "score": 4}, {"node": "n0", "score": 9}]});
         let actions = [
             action(
                 "wa-1",
@@ -667,7 +671,7 @@ mod tests {
         let w = r.reward.as_ref().unwrap();
         assert_eq!(
             (w.node_score, w.best.clone(), w.nodes),
-            (Some(4), Some(("n1".into(), 9)), 2)
+            (Some(4), Some(("n0".into(), 9)), 3)
         );
         assert_eq!(r.actions.len(), 1);
         assert_eq!(r.actions[0].role, "created this pod");
@@ -685,7 +689,7 @@ mod tests {
         );
         assert!(text.contains("wa-1"), "{text}");
         assert!(text.contains("health=violating"), "{text}");
-        assert!(text.contains("4/10; best n1 9/10"), "{text}");
+        assert!(text.contains("4/10; best n0 9/10"), "{text}");
     }
 
     #[test]

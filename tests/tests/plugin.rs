@@ -10,6 +10,8 @@
 //! - `why` tells of the moved pod's policy, its node and the action that created it, and of
 //!   the old pod that the action removed;
 //! - `jobs` shows a ScavengerJob created here running, with its unsaved work from the view.
+//! - with `--api-auth kubernetes`, the kubeconfig user's token is what the coordinator checks;
+//!   a user without `get nodes` and a bogus token are refused, saying so.
 #![allow(clippy::unwrap_used)]
 
 use std::time::Duration;
@@ -443,5 +445,119 @@ async fn every_subcommand_answers_from_the_live_cluster() {
     assert!(
         list["items"][0]["unsaved"]["cpuSeconds"].as_f64().unwrap() > 0.0,
         "{all}"
+    );
+}
+
+/// With `--api-auth kubernetes` a coordinator checks the plugin's bearer token with the API
+/// server: the kubeconfig user's token is sent and allowed; `--token` of a user without
+/// `get nodes` is refused with the coordinator's 403 and a bogus one with its 401, each said on
+/// stderr with exit 1, and `/rpc` refuses an action the user may not create.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_kubeconfig_token_is_what_the_coordinators_check() {
+    telemesh_core::telemetry::init(telemesh_core::cli::LogFormat::Text, "warn");
+    let user = |name: &str| telemesh_sim::apiserver::auth::UserInfo {
+        username: name.to_owned(),
+        uid: format!("uid-{name}"),
+        groups: Vec::new(),
+    };
+    let rule = |subject: &str, resources: &[&str]| telemesh_sim::apiserver::auth::Rule {
+        subjects: vec![subject.to_owned()],
+        verbs: vec!["*".to_owned()],
+        api_groups: vec!["*".to_owned()],
+        resources: resources.iter().map(|r| (*r).to_owned()).collect(),
+        namespaces: Vec::new(),
+    };
+    let config = telemesh_sim::SimConfig {
+        auth: telemesh_sim::apiserver::auth::Auth {
+            tokens: [("admin-token", "admin"), ("viewer-token", "viewer")]
+                .into_iter()
+                .map(|(t, u)| (t.to_owned(), user(u)))
+                .collect(),
+            // The viewer may read pods only: not `get nodes`, not `create workloadactions`.
+            rules: vec![rule("admin", &["*"]), rule("viewer", &["pods"])],
+        },
+        kubeconfig_token: Some("admin-token".to_owned()),
+        ..Default::default()
+    };
+    let env = SimEnv::start_with(config, 1).await;
+    let client = env.client().await;
+    let crd: CustomResourceDefinition =
+        serde_yaml_ng::from_str(telemesh_core::action::crd::CRD_YAML).unwrap();
+    Api::<CustomResourceDefinition>::all(client.clone())
+        .create(&PostParams::default(), &crd)
+        .await
+        .unwrap();
+    // One coordinator, no agent: what is checked here is who may read its (empty) view.
+    let mut coordinator = Process::spawn("telemesh-coordinator", {
+        let mut cmd = tokio::process::Command::new(workspace_binary("telemesh-coordinator"));
+        cmd.args([
+            "--log-format=json",
+            "--insecure-gossip",
+            "--gossip-listen=127.0.0.1:0",
+            "--extender-listen=127.0.0.1:0",
+            "--api-listen=127.0.0.1:0",
+            "--http-listen=127.0.0.1:0",
+            "--api-auth=kubernetes",
+        ])
+        .arg(format!("--kubeconfig={}", env.kubeconfig.display()))
+        .env("RUST_LOG", "info");
+        cmd
+    });
+    let api: std::net::SocketAddr = coordinator
+        .wait_for_line("the API address", WAIT, |l| {
+            telemesh_tests::mesh::log_field(l, "coordinator listening", "api.addr")?
+                .parse()
+                .ok()
+        })
+        .await;
+    let plugin = |extra: &[&str]| {
+        let mut cmd = tokio::process::Command::new(workspace_binary("kubectl-telemesh"));
+        cmd.arg(format!("--kubeconfig={}", env.kubeconfig.display()))
+            .arg(format!("--coordinator=http://{api}"))
+            .args(extra)
+            .env("HOME", env.dir())
+            .env_remove("TELEMESH_COORDINATOR")
+            .env_remove("TELEMESH_TOKEN");
+        cmd
+    };
+    let out = plugin(&["top", "nodes"]).output().await.unwrap();
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{table}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(header(&table)[..2], ["NAME", "STATUS"], "{table}");
+
+    for (token, status, says) in [
+        ("viewer-token", "403", "cannot get resource \"nodes\""),
+        ("bogus", "401", ""),
+    ] {
+        let out = plugin(&["top", "nodes", "--token", token])
+            .output()
+            .await
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{token}: {stderr}");
+        assert!(
+            stderr.contains(&format!("answered {status} to /api/v1/nodes"))
+                && stderr.contains(says),
+            "{token}: {stderr}"
+        );
+    }
+    let out = plugin(&[
+        "scale",
+        "deployment/web",
+        "--replicas=2",
+        "--token=viewer-token",
+    ])
+    .output()
+    .await
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("action.Scale refused") && stderr.contains("code -32003"),
+        "{stderr}"
     );
 }
