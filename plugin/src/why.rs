@@ -123,10 +123,19 @@ pub struct RewardReport {
     pub pod_type: String,
     /// The extender's reward score for the pod's node (0–10), if it has evidence there.
     pub node_score: Option<u64>,
-    /// The best-scored node and its score.
-    pub best: Option<(String, u64)>,
+    /// The best-scored node.
+    pub best: Option<NodeScore>,
     /// Nodes with evidence.
     pub nodes: usize,
+}
+
+/// A node's reward score.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NodeScore {
+    /// The node.
+    pub node: String,
+    /// The extender's reward score (0–10).
+    pub score: u64,
 }
 
 /// An action naming the pod.
@@ -305,7 +314,10 @@ pub fn report(e: &Evidence) -> Report {
             best: nodes
                 .iter()
                 .max_by(|a, b| a.1.cmp(&b.1).then_with(|| b.0.cmp(&a.0)))
-                .cloned(),
+                .map(|(node, score)| NodeScore {
+                    node: node.clone(),
+                    score: *score,
+                }),
             nodes: nodes.len(),
         }
     });
@@ -476,7 +488,7 @@ pub fn render(r: &Report, now: Timestamp) -> String {
         let best = w
             .best
             .as_ref()
-            .map_or_else(String::new, |(n, s)| format!("; best {n} {s}/10"));
+            .map_or_else(String::new, |b| format!("; best {} {}/10", b.node, b.score));
         out += &format!(
             "\nReward of {} on {on}: {score}{best} ({} nodes with evidence)\n",
             w.pod_type, w.nodes
@@ -671,7 +683,14 @@ mod tests {
         let w = r.reward.as_ref().unwrap();
         assert_eq!(
             (w.node_score, w.best.clone(), w.nodes),
-            (Some(4), Some(("n0".into(), 9)), 3)
+            (
+                Some(4),
+                Some(NodeScore {
+                    node: "n0".into(),
+                    score: 9
+                }),
+                3
+            )
         );
         assert_eq!(r.actions.len(), 1);
         assert_eq!(r.actions[0].role, "created this pod");
