@@ -13,7 +13,13 @@ pub const DEFAULT_COORDINATOR: &str = "http://127.0.0.1:9080";
 /// `kubectl telemesh`: the cluster as Telemesh's coordinators see it, seconds old, and workload
 /// actions through their `/rpc` API.
 #[derive(Debug, Parser)]
-#[command(name = "kubectl-telemesh", bin_name = "kubectl telemesh", version)]
+// A flag given twice takes its last value, as kubectl's flags do (scripts append overrides).
+#[command(
+    name = "kubectl-telemesh",
+    bin_name = "kubectl telemesh",
+    version,
+    args_override_self = true
+)]
 pub struct Cli {
     /// Flags every subcommand takes.
     #[command(flatten)]

@@ -451,7 +451,8 @@ async fn every_subcommand_answers_from_the_live_cluster() {
 /// With `--api-auth kubernetes` a coordinator checks the plugin's bearer token with the API
 /// server: the kubeconfig user's token is sent and allowed; `--token` of a user without
 /// `get nodes` is refused with the coordinator's 403 and a bogus one with its 401, each said on
-/// stderr with exit 1, and `/rpc` refuses an action the user may not create.
+/// stderr with exit 1, and `/rpc` refuses an action the user may not create. With nothing at
+/// `--coordinator`, the error names the coordinator Service the API server has.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_kubeconfig_token_is_what_the_coordinators_check() {
     telemesh_core::telemetry::init(telemesh_core::cli::LogFormat::Text, "warn");
@@ -558,6 +559,41 @@ async fn the_kubeconfig_token_is_what_the_coordinators_check() {
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(
         stderr.contains("action.Scale refused") && stderr.contains("code -32003"),
+        "{stderr}"
+    );
+
+    // Nothing at --coordinator: the error names the chart's coordinator Service, found through
+    // the API server, and the port-forward that reaches it.
+    let ns: Namespace =
+        serde_json::from_value(json!({"metadata": {"name": "telemesh-system"}})).unwrap();
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &ns)
+        .await
+        .unwrap();
+    let service: k8s_openapi::api::core::v1::Service = serde_json::from_value(json!({
+        "metadata": {"name": "telemesh-coordinator", "namespace": "telemesh-system", "labels": {
+            "app.kubernetes.io/name": "telemesh", "app.kubernetes.io/component": "coordinator"}},
+        "spec": {"ports": [{"name": "api", "port": 9080, "targetPort": "api"}]}
+    }))
+    .unwrap();
+    Api::<k8s_openapi::api::core::v1::Service>::namespaced(client.clone(), "telemesh-system")
+        .create(&PostParams::default(), &service)
+        .await
+        .unwrap();
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let dead = closed.local_addr().unwrap();
+    drop(closed);
+    let out = plugin(&["top", "nodes", &format!("--coordinator=http://{dead}")])
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "cannot reach the coordinators' API at http://{dead}"
+        )) && stderr
+            .contains("kubectl port-forward -n telemesh-system svc/telemesh-coordinator 9080:api"),
         "{stderr}"
     );
 }
