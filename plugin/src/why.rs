@@ -14,7 +14,10 @@ use kube::ResourceExt as _;
 use serde::Serialize;
 use serde_json::Value;
 use telemesh_core::action::WorkloadAction;
-use telemesh_core::policy::{LABELING_PREFIX, Operator, TASPolicy, VIOLATING};
+use telemesh_core::policy::eval::evaluate_rule;
+use telemesh_core::policy::{
+    LABELING_PREFIX, Metrics, Policy, Reading, RuleOutcome, TASPolicy, Unknown, VIOLATING,
+};
 
 use crate::table::{self, NONE, Table, UNKNOWN};
 
@@ -69,7 +72,9 @@ pub struct Report {
     pub events: Vec<EventReport>,
 }
 
-/// The pod's policy and each rule on its node now.
+/// The pod's policy and each rule on its node now, evaluated as the extender and the agents
+/// evaluate them (core's compiled [`Policy`]; a stale or missing figure counts as not violating,
+/// the coordinators' and agents' default).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PolicyReport {
@@ -77,8 +82,18 @@ pub struct PolicyReport {
     pub name: String,
     /// Whether the TASPolicy exists in the namespace.
     pub found: bool,
-    /// Its rules.
+    /// Its rules on the pod's node.
     pub rules: Vec<RuleReport>,
+    /// Whether its `dontschedule` is violated on the pod's node (the extender filters the node
+    /// out for the pod's next placement).
+    pub dontschedule_violated: bool,
+    /// Whether its `deschedule` is violated on the pod's node (the agent labels the node
+    /// `<policy>=violating` and evicts linked pods).
+    pub deschedule_violated: bool,
+    /// The nodes its `dontschedule` filters out now, with the extender's reason.
+    pub filtered_nodes: Vec<FilteredNode>,
+    /// What of the policy is not enforced, and why.
+    pub problems: Vec<String>,
 }
 
 /// One rule against the node's current figure.
@@ -87,18 +102,130 @@ pub struct PolicyReport {
 pub struct RuleReport {
     /// `dontschedule`, `deschedule`, `scheduleonmetric`, `labeling`.
     pub strategy: String,
-    /// The metric.
-    pub metric: String,
-    /// The operator.
-    pub operator: String,
-    /// The target.
-    pub target: f64,
-    /// The node's value now, if the view has a fresh one.
-    pub value: Option<f64>,
-    /// Whether the rule holds on the node now (a dontschedule rule that holds filters the node
-    /// out, a deschedule one evicts); `None` for scheduleonmetric (it ranks, it does not hold)
-    /// or without a value.
-    pub holds: Option<bool>,
+    /// The rule (`node_metric LessThan 10`; scheduleonmetric's has no target).
+    pub rule: String,
+    /// The node's figure: `50`, `stale 50` or `missing`.
+    pub value: String,
+    /// Whether the rule is violated on the node; `None` for scheduleonmetric (it ranks nodes).
+    pub violated: Option<bool>,
+}
+
+/// A node the pod's policy filters out.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FilteredNode {
+    /// The node.
+    pub node: String,
+    /// The extender's reason.
+    pub reason: String,
+}
+
+/// A node's figures in the view (`GET /api/v1/nodes`), as policy rules read them: by the name
+/// a policy uses, with or without `node_`; older than the coordinator's `--stale-after`, stale.
+struct ViewMetrics<'a>(Option<&'a Value>);
+
+impl Metrics for ViewMetrics<'_> {
+    fn reading(&self, metric: &str) -> Reading {
+        let Some(metrics) = self.0.and_then(|n| n["metrics"].as_object()) else {
+            return Reading::Missing;
+        };
+        let found = metrics
+            .iter()
+            .find(|(k, _)| *k == metric || k.strip_prefix("node_") == Some(metric));
+        match found.and_then(|(_, m)| Some((m["value"].as_f64()?, m["stale"] == true))) {
+            None => Reading::Missing,
+            Some((v, true)) => Reading::Stale(v),
+            Some((v, false)) => Reading::Fresh(v),
+        }
+    }
+}
+
+fn reading_text(r: Reading) -> String {
+    let mut out = String::new();
+    r.write_value(&mut out);
+    out
+}
+
+/// The policy's rules on the node `view_node` and what its `dontschedule` filters in `view`.
+fn policy_report(
+    name: String,
+    policy: &TASPolicy,
+    view_node: Option<&Value>,
+    view: Option<&Value>,
+) -> PolicyReport {
+    let compiled = Policy::compile(policy);
+    let metrics = ViewMetrics(view_node);
+    let unknown = Unknown::default();
+    let mut rules = Vec::new();
+    let mut push = |strategy: &str, o: RuleOutcome, ranks: bool| {
+        rules.push(RuleReport {
+            strategy: strategy.to_owned(),
+            rule: if ranks {
+                format!("{} {}", o.rule.metric, o.rule.operator)
+            } else {
+                o.rule.to_string()
+            },
+            value: reading_text(o.reading),
+            violated: (!ranks).then_some(o.violated),
+        });
+    };
+    if let Some(rule) = &compiled.schedule_on_metric {
+        push(
+            "scheduleonmetric",
+            evaluate_rule(0, rule, &metrics, unknown),
+            true,
+        );
+    }
+    let mut verdicts = [false; 2];
+    for (i, (strategy, set)) in [
+        ("dontschedule", &compiled.dont_schedule),
+        ("deschedule", &compiled.deschedule),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        if let Some(set) = set {
+            let verdict = set.evaluate(&metrics, unknown);
+            verdicts[i] = verdict.violated;
+            for o in verdict.rules {
+                push(strategy, o, false);
+            }
+        }
+    }
+    if let Some(labeling) = &compiled.labeling {
+        for (i, l) in labeling.rules.iter().enumerate() {
+            push(
+                "labeling",
+                evaluate_rule(i, &l.rule, &metrics, unknown),
+                false,
+            );
+        }
+    }
+    let filtered_nodes = compiled
+        .dont_schedule
+        .as_ref()
+        .map(|set| {
+            view.and_then(|v| v["nodes"].as_array())
+                .into_iter()
+                .flatten()
+                .filter_map(|n| {
+                    let verdict = set.evaluate(&ViewMetrics(Some(n)), unknown);
+                    verdict.violated.then(|| FilteredNode {
+                        node: n["name"].as_str().unwrap_or(UNKNOWN).to_owned(),
+                        reason: verdict.reason(&compiled.key(), "dontschedule"),
+                    })
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    PolicyReport {
+        name,
+        found: true,
+        rules,
+        dontschedule_violated: verdicts[0],
+        deschedule_violated: verdicts[1],
+        filtered_nodes,
+        problems: compiled.problems.iter().map(ToString::to_string).collect(),
+    }
 }
 
 /// The pod's node as policies and the view see it.
@@ -222,18 +349,6 @@ fn event_time(e: &Event) -> Option<Timestamp> {
         .or(e.metadata.creation_timestamp.as_ref().map(|t| t.0))
 }
 
-/// The `metric` figure of `node` in the view, by the policy's name for it (with or without
-/// `node_`, as the agents answer to both), if fresh.
-fn view_value(view_node: Option<&Value>, metric: &str) -> Option<f64> {
-    let metrics = &view_node?["metrics"];
-    [metric.to_owned(), format!("node_{metric}")]
-        .iter()
-        .map(|k| &metrics[k])
-        .find(|m| m.is_object())
-        .filter(|m| m["stale"] != true)
-        .and_then(|m| m["value"].as_f64())
-}
-
 /// Gathers the report.
 pub fn report(e: &Evidence) -> Report {
     let node_name = e
@@ -251,31 +366,17 @@ pub fn report(e: &Evidence) -> Report {
             .labels()
             .get(telemesh_core::policy::POLICY_LINK_LABEL)?
             .clone();
-        let rules = e.policy.filter(|pol| pol.name_any() == name).map(|pol| {
-            pol.spec
-                .strategies
-                .iter()
-                .flat_map(|(strategy, s)| s.rules.iter().map(move |r| (strategy, r)))
-                .map(|(strategy, r)| {
-                    let value = view_value(view_node, &r.metricname);
-                    let holds = (strategy != "scheduleonmetric")
-                        .then(|| Some(Operator::parse(&r.operator)?.holds(value?, r.target)))
-                        .flatten();
-                    RuleReport {
-                        strategy: strategy.clone(),
-                        metric: r.metricname.clone(),
-                        operator: r.operator.clone(),
-                        target: r.target,
-                        value,
-                        holds,
-                    }
-                })
-                .collect()
-        });
-        Some(PolicyReport {
-            name,
-            found: rules.is_some(),
-            rules: rules.unwrap_or_default(),
+        Some(match e.policy.filter(|pol| pol.name_any() == name) {
+            Some(policy) => policy_report(name, policy, view_node, e.view),
+            None => PolicyReport {
+                name,
+                found: false,
+                rules: Vec::new(),
+                dontschedule_violated: false,
+                deschedule_violated: false,
+                filtered_nodes: Vec::new(),
+                problems: Vec::new(),
+            },
         })
     });
     let node_state = node_name.as_ref().map(|n| NodeReport {
@@ -396,14 +497,10 @@ pub fn report(e: &Evidence) -> Report {
 }
 
 fn rule_effect(r: &RuleReport) -> &'static str {
-    match (r.strategy.as_str(), r.holds) {
-        ("scheduleonmetric", _) => "ranks nodes by it",
-        (_, None) => "no figure: unknown",
-        ("dontschedule", Some(true)) => "holds: the extender filters the node out",
-        ("deschedule", Some(true)) => "holds: the node is labelled violating, the pod evicted",
-        ("labeling", Some(true)) => "holds: the node is labelled",
-        (_, Some(true)) => "holds",
-        (_, Some(false)) => "does not hold",
+    match r.violated {
+        None => "ranks nodes by it",
+        Some(true) => "violated",
+        Some(false) => "not violated",
     }
 }
 
@@ -436,20 +533,33 @@ pub fn render(r: &Report, now: Timestamp) -> String {
             for rule in &p.rules {
                 t.push(vec![
                     rule.strategy.clone(),
-                    // scheduleonmetric orders nodes; its rule has no target.
-                    if rule.strategy == "scheduleonmetric" {
-                        format!("{} {}", rule.metric, rule.operator)
-                    } else {
-                        format!("{} {} {}", rule.metric, rule.operator, rule.target)
-                    },
-                    rule.value.map_or_else(
-                        || UNKNOWN.to_owned(),
-                        telemesh_core::gossip::schema::format_f64,
-                    ),
+                    rule.rule.clone(),
+                    rule.value.clone(),
                     rule_effect(rule).to_owned(),
                 ]);
             }
             out += &t.render();
+            if p.dontschedule_violated {
+                out += &format!(
+                    "  dontschedule is violated: the extender filters {on} out for this pod\n"
+                );
+            }
+            if p.deschedule_violated {
+                out += &format!(
+                    "  deschedule is violated: the agent labels {on} {}=violating and evicts the pod\n",
+                    p.name
+                );
+            }
+            if p.filtered_nodes.is_empty() {
+                out += "  dontschedule filters out no node now\n";
+            } else {
+                for f in &p.filtered_nodes {
+                    out += &format!("  filtered out now: {}: {}\n", f.node, f.reason);
+                }
+            }
+            for problem in &p.problems {
+                out += &format!("  not enforced: {problem}\n");
+            }
         }
     }
     if let Some(n) = &r.node_state {
@@ -668,13 +778,27 @@ mod tests {
             .iter()
             .find(|x| x.strategy == "dontschedule")
             .unwrap();
-        assert_eq!((dont.value, dont.holds), (Some(5.0), Some(true)));
+        assert_eq!(
+            (dont.rule.as_str(), dont.value.as_str(), dont.violated),
+            ("health_metric LessThan 10", "5", Some(true))
+        );
+        assert!(p.dontschedule_violated && !p.deschedule_violated);
+        assert_eq!(
+            p.filtered_nodes,
+            [FilteredNode {
+                node: "n3".into(),
+                reason: "policy ul/health dontschedule: health_metric LessThan 10 (value 5)".into()
+            }]
+        );
         let som = p
             .rules
             .iter()
             .find(|x| x.strategy == "scheduleonmetric")
             .unwrap();
-        assert_eq!(som.holds, None);
+        assert_eq!(
+            (som.rule.as_str(), som.violated),
+            ("health_metric GreaterThan", None)
+        );
         let n = r.node_state.as_ref().unwrap();
         assert_eq!(
             n.policy_labels.keys().collect::<Vec<_>>(),
@@ -703,7 +827,8 @@ mod tests {
         );
         let text = render(&r, now);
         assert!(
-            text.contains("holds: the extender filters the node out"),
+            text.contains("dontschedule is violated: the extender filters n3 out for this pod")
+                && text.contains("filtered out now: n3: policy ul/health dontschedule"),
             "{text}"
         );
         assert!(text.contains("wa-1"), "{text}");

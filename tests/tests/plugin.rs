@@ -327,6 +327,13 @@ async fn every_subcommand_answers_from_the_live_cluster() {
     assert_eq!(cell(&table, &moved, "NODE"), *to, "{table}");
 
     // why: the new pod's policy and node, and the action that created it; the old pod's end.
+    let web_nodes = live_pods(&scene.client, NS, "web").await;
+    let failing = *NODES
+        .iter()
+        .find(|n| !web_nodes.values().any(|p| p == *n))
+        .unwrap();
+    scene.mesh.script(failing, "node_metric 5\n");
+    scene.mesh.wait_metric(failing, "node_metric", 5.0).await;
     let why = scene.run(&["why", &new_pod, "-n", NS]).await;
     assert!(
         why.contains(&format!("Pod {NS}/{new_pod} on {to}, Running")),
@@ -339,8 +346,15 @@ async fn every_subcommand_answers_from_the_live_cluster() {
         .unwrap_or_else(|| panic!("no dontschedule rule in:\n{why}"));
     assert!(rule.contains("node_metric LessThan 10"), "{rule}");
     assert!(
-        cells(rule).contains(&"50") && rule.ends_with("does not hold"),
+        cells(rule).contains(&"50") && rule.ends_with("not violated"),
         "{rule}"
+    );
+    // The node without a web pod reports a failing health metric: the pod's policy filters it.
+    assert!(
+        why.contains(&format!(
+            "filtered out now: {failing}: policy {NS}/scheduling-policy dontschedule: node_metric LessThan 10 (value 5)"
+        )),
+        "{why}"
     );
     let action_row = why
         .lines()
@@ -365,6 +379,9 @@ async fn every_subcommand_answers_from_the_live_cluster() {
     let report: Value =
         serde_json::from_str(&scene.run(&["why", &new_pod, "-n", NS, "-o", "json"]).await).unwrap();
     assert_eq!(report["actions"][0]["name"], moved.as_str());
+
+    scene.mesh.script(failing, "node_metric 50\n");
+    scene.mesh.wait_metric(failing, "node_metric", 50.0).await;
 
     // swap the two pods, waited for.
     let pods = live_pods(&scene.client, NS, "web").await;
