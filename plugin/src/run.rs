@@ -278,7 +278,6 @@ async fn why(ctx: &Ctx, io: &mut Io<'_>, name: &str) -> anyhow::Result<Outcome> 
         view: view.as_ref(),
         policy: policy.as_ref(),
         rewards: rewards.as_ref(),
-        now,
     });
     anyhow::ensure!(
         report.exists || !report.actions.is_empty() || !report.events.is_empty(),

@@ -42,8 +42,6 @@ pub struct Evidence<'a> {
     pub policy: Option<&'a TASPolicy>,
     /// `GET /api/v1/rewards?podType=<the pod's type>`, when the coordinator answered.
     pub rewards: Option<&'a Value>,
-    /// Now.
-    pub now: Timestamp,
 }
 
 /// The answer, for people (rendered) and for `-o json|yaml`.
@@ -767,7 +765,6 @@ mod tests {
             view: Some(&view),
             policy: Some(&policy),
             rewards: Some(&rewards),
-            now,
         });
         assert_eq!(r.node.as_deref(), Some("n3"));
         assert_eq!(r.pod_type.as_deref(), Some("ul/web"));
@@ -863,7 +860,6 @@ mod tests {
             view: None,
             policy: None,
             rewards: None,
-            now,
         });
         assert!(!r.exists);
         assert_eq!(r.actions[0].role, "removed this pod");
