@@ -543,6 +543,11 @@ async fn process_metrics_are_true_of_each_process() {
             figure(&later, "process_cpu_seconds_total") >= cpu,
             "{name}: the CPU counter went down"
         );
+        eprintln!(
+            "{name}: RSS {:.1} MiB (statm {:.1} MiB), {cpu:.2} CPU-seconds since start, {fds} open fds",
+            rss / 1_048_576.0,
+            theirs / 1_048_576.0
+        );
         let build = format!(
             "telemesh_build_info{{binary=\"{binary}\",version=\"{}\",revision=\"{}\"}}",
             env!("CARGO_PKG_VERSION"),
