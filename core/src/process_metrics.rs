@@ -4,10 +4,11 @@
 //!
 //! The names, types and meanings are client_golang's (what every Prometheus dashboard expects):
 //! `process_resident_memory_bytes`, `process_virtual_memory_bytes`, `process_cpu_seconds_total`,
-//! `process_open_fds`, `process_max_fds`, `process_start_time_seconds`. No crate gives
-//! prometheus-client a process collector (the `prometheus` and `metrics` crates have their own,
-//! for their own registries), so this small one reads `/proc` through `procfs`. A figure that
-//! cannot be read (no `/proc`, say) is left out of the scrape rather than reported as zero.
+//! `process_open_fds`, `process_max_fds`, `process_start_time_seconds`. The one collector made
+//! for prometheus-client, `kubert-prometheus-process` (0.2.3), is built on prometheus-client
+//! 0.23, whose registry is not our 0.25's (and `prometheus` and `metrics-process` serve other
+//! registries), so this small one reads `/proc` through `procfs`. A figure that cannot be read
+//! (no `/proc`, say) is left out of the scrape rather than reported as zero.
 
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric as _};
