@@ -7,9 +7,9 @@
 //! sim's, which preempts as upstream does).
 //!
 //! The day: an ordinary Deployment follows a daily curve (low at night, ramping up within the
-//! hour when users arrive, down in the evening) and a second one runs a batch of big pods every
-//! two hours; a stream of ScavengerJobs of mixed
-//! lengths, widths and checkpoint intervals arrives all day. Printed: requested CPU use with
+//! hour when users arrive, swinging by day, down in the evening) and a second one runs a nightly
+//! ETL batch; a stream of ScavengerJobs of mixed lengths, widths and checkpoint intervals
+//! arrives all day. Printed: requested CPU use with
 //! and without scavengers (and how close to the threshold it stays while scavengers wait), and
 //! the CPU-seconds preemption wasted (work since the last checkpoint) under each victim choice.
 //!
@@ -58,51 +58,67 @@ struct Arrival {
     checkpoint_every: f64,
 }
 
-/// The day's ScavengerJobs: one every 20 minutes on average, 1 to 3 pods of 1 or 2 CPUs, 1 to 6
-/// hours of work, checkpointing every 20 to 90 minutes (declared as their interval).
+/// The day's ScavengerJobs: one every 15 minutes on average, 1 to 3 pods of 1 or 2 CPUs, 1 to 6
+/// hours of work, checkpointing every 5 minutes to 2 hours (log-uniform: a simulation that
+/// saves often beside a training run that saves rarely), declared as their interval.
 fn arrivals() -> Vec<Arrival> {
     let mut rng = StdRng::seed_from_u64(SEED);
     let mut out = Vec::new();
     let mut at = 0.0;
     let mut i = 0;
-    while at < DAY * 0.8 {
-        at += -1200.0 * (1.0 - rng.random::<f64>()).ln();
+    while at < DAY * 0.85 {
+        at += -900.0 * (1.0 - rng.random::<f64>()).ln();
         i += 1;
+        let (shortest, longest) = (300.0_f64, 7200.0_f64);
         out.push(Arrival {
             at,
             name: format!("sj-{i:03}"),
             pods: *[1, 1, 1, 2, 2, 3].get(rng.random_range(0..6)).unwrap(),
             cpu: rng.random_range(1..=2),
             work: rng.random_range(3600.0..6.0 * 3600.0),
-            checkpoint_every: rng.random_range(1200.0..5400.0),
+            checkpoint_every: shortest * (longest / shortest).powf(rng.random::<f64>()),
         });
     }
     out
 }
 
 /// The ordinary Deployment's replicas (1-CPU pods) at simulated time `t`: 6 of the 32 CPUs at
-/// night, up to 20 within the hour from 7:30 when users arrive (minus a lunch dip), down again
-/// between 19:00 and 21:00. The morning ramp is what reclaims the room scavengers took overnight.
+/// night, 22 within the hour from 7:30 when users arrive, down again between 19:00 and 21:00;
+/// by day the load moves by up to 3 pods either way every quarter hour (users come and go, an
+/// autoscaler follows). The morning ramp and the daytime swings are what reclaim the room
+/// scavengers took.
 fn web_replicas(t: f64) -> i32 {
     let hour = (t / 3600.0) % 24.0;
-    let (night, day) = (6.0, 20.0);
-    let replicas = match hour {
+    let (night, day) = (6.0, 22.0);
+    let curve = match hour {
         h if h < 7.5 => night,
         h if h < 8.5 => night + (day - night) * (h - 7.5),
-        h if (12.0..13.0).contains(&h) => day - 3.0,
         h if h < 19.0 => day,
         h if h < 21.0 => day - (day - night) * (h - 19.0) / 2.0,
         _ => night,
     };
-    replicas.round() as i32
+    let swing = if (8.5..19.0).contains(&hour) {
+        day_swings()[(t / 900.0) as usize % 96]
+    } else {
+        0
+    };
+    curve.round() as i32 + swing
 }
 
-/// The bursty Deployment's replicas (3-CPU pods, too big for the room scavengers leave on a
-/// node): an ETL batch of four for the first half hour of every second hour, day and night
-/// (12 CPUs, more than the 30 % headroom the threshold keeps).
-fn burst_replicas(t: f64) -> i32 {
-    let minute = (t / 60.0) % 120.0;
-    if minute < 30.0 { 4 } else { 0 }
+/// The daytime swing of each quarter hour, -3 to 3 pods, the same in both runs.
+fn day_swings() -> [i32; 96] {
+    let mut rng = StdRng::seed_from_u64(SEED ^ 0x5157_1e6e);
+    std::array::from_fn(|_| rng.random_range(-3..=3))
+}
+
+/// The ETL Deployment's replicas (2-CPU pods): a nightly ETL run of six for 45 minutes at
+/// 1:00, 3:00 and 5:00, when scavengers hold most of the room. With the morning ramp, these
+/// are the moments ordinary demand outgrows the 30 % headroom the threshold keeps: the only
+/// moments anything is preempted, since scavengers never start above the threshold.
+fn etl_replicas(t: f64) -> i32 {
+    let hour = (t / 3600.0) % 24.0;
+    let running = [1.0, 3.0, 5.0].iter().any(|s| (*s..*s + 0.75).contains(&hour));
+    if running { 6 } else { 0 }
 }
 
 /// Figures of one run.
@@ -245,9 +261,9 @@ async fn replay(victims: &str, speed: f64) -> Run {
     create_deployment_with(
         &client,
         NS,
-        "burst",
+        "etl",
         0,
-        json!({"resources": {"requests": {"cpu": "3", "memory": "4Gi"}}}),
+        json!({"resources": {"requests": {"cpu": "2", "memory": "4Gi"}}}),
     )
     .await;
 
@@ -264,7 +280,7 @@ async fn replay(victims: &str, speed: f64) -> Run {
             create_job(&client, &a, speed).await;
         }
         scale(&client, "web", web_replicas(t)).await;
-        scale(&client, "burst", burst_replicas(t)).await;
+        scale(&client, "etl", etl_replicas(t)).await;
         let (ordinary, scavengers) = requested_cpu(&client).await;
         samples += 1;
         run.ordinary_use += ordinary / allocatable;
