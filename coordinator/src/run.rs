@@ -1,6 +1,6 @@
 //! Starting and stopping a coordinator replica: the gossip observer and the view updater, the
 //! TASPolicy watch, the leader Lease with the action executor and the ScavengerJob controller
-//! that follow it, and the extender, API (JSON API and JSON-RPC) and health servers.
+//! that follow it, and the extender, API (JSON API, live page and JSON-RPC) and health servers.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -284,7 +284,22 @@ pub async fn start(config: Config, stop: CancellationToken) -> anyhow::Result<Co
         metrics: rpc_metrics,
         stop: stop.child_token(),
     });
+    // The live page shares the JSON API's authentication.
+    let page = crate::page::Feed::new(
+        crate::page::Source {
+            view: view.clone(),
+            policies: policies.clone(),
+            settings: crate::page::PageSettings {
+                stale_after: config.settings.stale_after,
+                reward_model: config.settings.rewards.model,
+                unknown: config.settings.unknown,
+            },
+        },
+        stop.child_token(),
+    );
+    tasks.spawn(page.clone().run());
     let api = crate::api::router(api_state.clone())
+        .merge(crate::page::router(page))
         .route_layer(axum::middleware::from_fn_with_state(
             auth,
             crate::actions::auth::require_telemetry_access,
@@ -312,6 +327,7 @@ pub async fn start(config: Config, stop: CancellationToken) -> anyhow::Result<Co
         extender.addr = %extender_addr,
         extender.https = extender_https,
         api.addr = %api_addr,
+        page.url = %format!("http://{api_addr}/"),
         http.addr = %http_addr,
         "coordinator listening"
     );
