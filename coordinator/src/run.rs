@@ -215,6 +215,8 @@ pub async fn start(config: Config, stop: CancellationToken) -> anyhow::Result<Co
 
     // The extender.
     let mut extender = Extender::new(view.clone(), policies.clone(), config.settings);
+    let decisions = extender.decisions.clone();
+    let actions_board = placements.board().clone();
     extender.placements = placements;
     let app =
         crate::extender::http::router(extender, extender_metrics, &config.paths, config.max_body);
@@ -294,6 +296,8 @@ pub async fn start(config: Config, stop: CancellationToken) -> anyhow::Result<Co
                 reward_model: config.settings.rewards.model,
                 unknown: config.settings.unknown,
             },
+            decisions,
+            actions: actions_board,
         },
         stop.child_token(),
     );

@@ -18,6 +18,7 @@
 //! a node without an estimate for the type); with a scheduleonmetric rule as well, the reply is
 //! `round((1 − w) · telemetry + w · r)` with `w = --reward-weight`, else `r` alone.
 
+pub mod decisions;
 pub mod filter;
 pub mod http;
 pub mod parse;
@@ -140,6 +141,8 @@ pub struct Extender {
     pub victims: Arc<dyn VictimRanker>,
     /// Placements workload actions ask for.
     pub placements: Placements,
+    /// Recent answers, for the live page.
+    pub decisions: decisions::Decisions,
 }
 
 impl std::fmt::Debug for Extender {
@@ -168,6 +171,7 @@ impl Extender {
             settings,
             victims,
             placements: Placements::default(),
+            decisions: decisions::Decisions::default(),
         }
     }
 
@@ -193,6 +197,14 @@ impl Extender {
             reward,
         } = self.refuse(&args.pod, &args.candidates);
         let (passed, failed) = (decision.passed.len(), decision.failed.len());
+        if self.decisions.wants(failed > 0) {
+            self.decisions.record(decisions::filter(
+                unix_ms(SystemTime::now()),
+                &args.pod,
+                &args.candidates,
+                &decision,
+            ));
+        }
         if failed > 0 {
             tracing::debug!(
                 pod.namespace = %args.pod.namespace, pod.name = %args.pod.name,
@@ -311,6 +323,15 @@ impl Extender {
                 (blended, Some(changed))
             }
         };
+        if self.decisions.wants(false) {
+            self.decisions.record(decisions::prioritize(
+                now_ms,
+                &args.pod,
+                &args.candidates,
+                &scores,
+                effect.is_some(),
+            ));
+        }
         let mut handled = Handled::new(ok(encode_priorities(&args.candidates, &scores)), outcome);
         handled.reward = effect.map(|changed| {
             if changed {
@@ -362,6 +383,19 @@ impl Extender {
             );
         }
         let (result, effect) = preempt::preempt(&args, &refused, &*self.victims);
+        if self.decisions.wants(true) {
+            let victims = result
+                .node_name_to_meta_victims
+                .iter()
+                .flatten()
+                .map(|(node, v)| (node.clone(), v.pods.len()));
+            self.decisions.record(decisions::preempt(
+                unix_ms(SystemTime::now()),
+                &pod,
+                refused.len(),
+                victims,
+            ));
+        }
         match serde_json::to_vec(&result) {
             Ok(body) => {
                 let mut handled = Handled::new(ok(body), outcome);

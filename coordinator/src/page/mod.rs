@@ -3,7 +3,8 @@
 //!   binary with `include_str!`). It uses no JavaScript dependency and fetches nothing from the
 //!   internet (the "or there is none" branch), so there is no npm build step.
 //! - `GET /ui/events`: server-sent events, each a compact JSON document ([`model::page_json`]).
-//!   One [`Feed`] task per replica builds the document when the view or the policy set changed
+//!   One [`Feed`] task per replica builds the document when the view, the policy set, the
+//!   extender's recent decisions or the action queue changed
 //!   (checked every [`MIN_INTERVAL`], so at most that often; and every [`REFRESH`] regardless,
 //!   so ages and staleness move on a quiet cluster) and only while someone is watching; every
 //!   open page shares that one document. The browser never polls.
@@ -28,6 +29,8 @@ use telemesh_core::gossip::schema::unix_ms;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+use crate::actions::board::ActionBoard;
+use crate::extender::decisions::Decisions;
 use crate::policies::PolicyCache;
 use crate::view::ClusterView;
 pub use model::PageSettings;
@@ -50,6 +53,10 @@ pub struct Source {
     pub policies: PolicyCache,
     /// Settings shared with the extender.
     pub settings: PageSettings,
+    /// The extender's recent decisions.
+    pub decisions: Decisions,
+    /// The action queue.
+    pub actions: ActionBoard,
 }
 
 impl Source {
@@ -57,13 +64,31 @@ impl Source {
     pub fn render(&self) -> String {
         let snapshot = self.view.load_full();
         let policies = self.policies.load();
+        let decisions = self.decisions.recent();
+        let actions = self.actions.queue();
+        let activity = model::Activity {
+            decisions: &decisions,
+            actions: &actions,
+        };
         model::page_json(
             &snapshot,
             &policies,
             &self.settings,
+            activity,
             unix_ms(SystemTime::now()),
         )
         .to_string()
+    }
+
+    /// Changes whenever the document would (the clock aside): the view and the policy set
+    /// publish a new `Arc` on every change, the other two count their changes.
+    fn version(&self) -> [usize; 4] {
+        [
+            Arc::as_ptr(&self.view.load_full()) as usize,
+            Arc::as_ptr(&*self.policies.load()) as usize,
+            self.decisions.version() as usize,
+            self.actions.version() as usize,
+        ]
     }
 }
 
@@ -92,7 +117,7 @@ impl Feed {
     pub async fn run(self) {
         let mut tick = tokio::time::interval(MIN_INTERVAL);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut last: Option<(usize, usize, Instant)> = None;
+        let mut last: Option<([usize; 4], Instant)> = None;
         loop {
             tokio::select! {
                 () = self.stop.cancelled() => return,
@@ -102,17 +127,15 @@ impl Feed {
                 last = None;
                 continue;
             }
-            // Pointer identity: the view and the cache publish a new Arc on every change.
-            let view = Arc::as_ptr(&self.source.view.load_full()) as usize;
-            let policies = Arc::as_ptr(&*self.source.policies.load()) as usize;
-            if let Some((v, p, at)) = last
-                && (v, p) == (view, policies)
+            let version = self.source.version();
+            if let Some((seen, at)) = last
+                && seen == version
                 && at.elapsed() < REFRESH
             {
                 continue;
             }
             self.latest.send_replace(Arc::from(self.source.render()));
-            last = Some((view, policies, Instant::now()));
+            last = Some((version, Instant::now()));
         }
     }
 
@@ -183,6 +206,8 @@ mod tests {
                 reward_model: RewardModel::default(),
                 unknown: Unknown::NotViolating,
             },
+            decisions: Decisions::default(),
+            actions: ActionBoard::default(),
         };
         Feed::new(source, stop.clone())
     }

@@ -1,7 +1,7 @@
 //! What the live page shows, as one JSON document built from a view snapshot and the policy set:
 //! the nodes as `GET /api/v1/nodes` lists them plus the labels each violation puts on the node,
-//! and the reward table per pod type as `GET /api/v1/rewards` lists it. Pure: the feed and the
-//! SSE handler call it.
+//! the reward table per pod type as `GET /api/v1/rewards` lists it, the extender's recent
+//! decisions and the action queue. Pure: the feed and the SSE handler call it.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -9,7 +9,9 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use telemesh_core::policy::{Metrics, Unknown, VIOLATING};
 
+use crate::actions::board::Queue;
 use crate::api::{node_json, rewards_json};
+use crate::extender::decisions::Decision;
 use crate::policies::PolicySet;
 use crate::view::{NodeEntry, Snapshot};
 use telemesh_core::reward::RewardModel;
@@ -81,11 +83,22 @@ fn page_node(
     node
 }
 
-/// The page's document at `now_ms`: nodes sorted by name, and every pod type's rewards.
+/// What the page shows besides the view and the policies.
+#[derive(Debug, Clone, Copy)]
+pub struct Activity<'a> {
+    /// The extender's recent decisions, newest first.
+    pub decisions: &'a [Decision],
+    /// The action queue.
+    pub actions: &'a Queue,
+}
+
+/// The page's document at `now_ms`: nodes sorted by name, every pod type's rewards, recent
+/// decisions and the action queue.
 pub fn page_json(
     snapshot: &Snapshot,
     policies: &PolicySet,
     settings: &PageSettings,
+    activity: Activity<'_>,
     now_ms: u64,
 ) -> Value {
     let sorted: BTreeMap<&str, &NodeEntry> = snapshot.nodes().map(|e| (&*e.name, e)).collect();
@@ -100,6 +113,8 @@ pub fn page_json(
         "staleAfterSeconds": settings.stale_after.as_secs_f64(),
         "nodes": nodes,
         "rewards": rewards["types"],
+        "decisions": activity.decisions,
+        "actions": activity.actions,
     })
 }
 
@@ -142,6 +157,14 @@ spec:
         NodeEntry::new(name, 1, Liveness::Live, state)
     }
 
+    fn no_activity() -> Activity<'static> {
+        static QUEUE: std::sync::LazyLock<Queue> = std::sync::LazyLock::new(Queue::default);
+        Activity {
+            decisions: &[],
+            actions: &QUEUE,
+        }
+    }
+
     fn settings() -> PageSettings {
         PageSettings {
             stale_after: Duration::from_secs(45),
@@ -163,7 +186,13 @@ spec:
             ),
             entry("n0", &[]),
         ]);
-        let v = page_json(&snapshot, &labeling_policy(), &settings(), NOW_MS);
+        let v = page_json(
+            &snapshot,
+            &labeling_policy(),
+            &settings(),
+            no_activity(),
+            NOW_MS,
+        );
         let nodes = v["nodes"].as_array().unwrap();
         assert_eq!(nodes[0]["name"], "n0", "{v}");
         assert_eq!(nodes[0]["violationLabels"], json!({}));
@@ -196,8 +225,43 @@ spec:
     fn rewards_are_listed_per_type() {
         let estimate = format!("3,0@{NOW_MS}");
         let snapshot = Snapshot::from_entries([entry("n1", &[("r:web/api", estimate.as_str())])]);
-        let v = page_json(&snapshot, &PolicySet::default(), &settings(), NOW_MS);
+        let v = page_json(
+            &snapshot,
+            &PolicySet::default(),
+            &settings(),
+            no_activity(),
+            NOW_MS,
+        );
         assert_eq!(v["rewards"]["web/api"][0]["node"], "n1", "{v}");
         assert_eq!(v["rewards"]["web/api"][0]["score"], 10);
+    }
+
+    #[test]
+    fn decisions_and_actions_are_listed() {
+        let decision = Decision {
+            at_ms: NOW_MS,
+            verb: "filter",
+            pod: "default/p".into(),
+            summary: "kept 1 of 2 nodes".into(),
+            reasons: vec![crate::extender::decisions::NodeReason {
+                node: "n2".into(),
+                reason: "node_temp 90 > 80".into(),
+            }],
+        };
+        let queue = Queue::default();
+        let activity = Activity {
+            decisions: std::slice::from_ref(&decision),
+            actions: &queue,
+        };
+        let v = page_json(
+            &Snapshot::default(),
+            &PolicySet::default(),
+            &settings(),
+            activity,
+            NOW_MS,
+        );
+        assert_eq!(v["decisions"][0]["reasons"][0]["node"], "n2", "{v}");
+        assert_eq!(v["decisions"][0]["atMs"], NOW_MS);
+        assert_eq!(v["actions"], json!({ "active": [], "finished": [] }));
     }
 }
