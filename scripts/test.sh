@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The README's test command: installs what the tests need beyond the Rust toolchain (the
-# official Kubernetes Python client, for the client-compatibility test), builds the binaries
+# official Kubernetes Python client, for the client-compatibility test; Debian's chromium, for
+# the live page's browser test), builds the binaries
 # the end-to-end tests start, and runs every test in the workspace.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -9,6 +10,19 @@ PYTHON="${PYTHON:-python3}"
 if ! "$PYTHON" -c 'import kubernetes' 2>/dev/null; then
   echo "installing the Kubernetes Python client (kubernetes==37.0.2) for the client-compatibility test"
   "$PYTHON" -m pip install --quiet --disable-pip-version-check kubernetes==37.0.2
+fi
+
+# The live page's browser test (tests/tests/page.rs) drives Debian's chromium; it says SKIPPED
+# when there is none and we cannot install it.
+if ! command -v chromium >/dev/null 2>&1 && [ -z "${TELEMESH_CHROMIUM:-}" ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "installing Debian's chromium (apt-get install -y chromium) for the live page's browser test"
+    apt-get install -y -qq chromium >/dev/null \
+      || { apt-get update -qq && apt-get install -y -qq chromium >/dev/null; } \
+      || echo "could not install chromium: the live page's browser test will say SKIPPED"
+  else
+    echo "no chromium and not root: the live page's browser test will say SKIPPED (apt-get install chromium)"
+  fi
 fi
 
 cargo build --workspace --bins
