@@ -7,6 +7,10 @@
 //!   the same page, not reloaded, shows that node violating with the labels the policy puts on
 //!   it, fed by the server-sent events;
 //! - choosing `node_metric` in the select box puts its values in the heat map;
+//! - a filter call that removes a node (another node scripted under the policy's dontschedule
+//!   target) appears among the recent decisions with that node and the reason;
+//! - a `Scale` workload action sent to `/rpc` appears in the action queue and ends Succeeded
+//!   with its steps;
 //! - a screenshot of the page is written to `target/telemesh-page.png` for people to look at.
 //!
 //! Without a chromium binary (`TELEMESH_CHROMIUM`, else `chromium` on PATH) the test prints
@@ -20,12 +24,19 @@ use chromiumoxide::browser::{Browser, BrowserConfig};
 use chromiumoxide::handler::viewport::Viewport;
 use chromiumoxide::page::ScreenshotParams;
 use futures::StreamExt as _;
-use telemesh_tests::cluster::{POLICY_NAMESPACE, install_example_policy};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, PostParams};
+use serde_json::json;
+use telemesh_tests::cluster::{
+    ClusterParts, POLICY_NAMESPACE, create_deployment, install_example_policy,
+};
 use telemesh_tests::mesh::Mesh;
-use telemesh_tests::{SimEnv, eventually};
+use telemesh_tests::{SimEnv, eventually, rpc};
 
 const NODES: [&str; 3] = ["sim-node-0", "sim-node-1", "sim-node-2"];
 const VIOLATOR: &str = "sim-node-1";
+/// Scripted under the policy's dontschedule target (node_metric < 10) later on.
+const REFUSED: &str = "sim-node-2";
 /// Bounds a broken run; not a timing goal.
 const WAIT: Duration = Duration::from_secs(60);
 
@@ -49,6 +60,21 @@ fn target_dir() -> PathBuf {
         .expect("the test executable lives in target/<profile>/deps")
 }
 
+/// Waits until `js`, evaluated in the page, gives a string satisfying `pred`; returns it.
+async fn wait_text(
+    page: &chromiumoxide::Page,
+    what: &str,
+    js: &str,
+    pred: impl Fn(&str) -> bool,
+) -> String {
+    let pred = &pred;
+    eventually(what, WAIT, || async move {
+        let text: String = eval(page, js).await?;
+        pred(&text).then_some(text)
+    })
+    .await
+}
+
 /// Evaluates `js` in the page; `None` when it fails or is not a `T`.
 async fn eval<T: serde::de::DeserializeOwned>(page: &chromiumoxide::Page, js: &str) -> Option<T> {
     page.evaluate(js).await.ok()?.into_value().ok()
@@ -65,10 +91,20 @@ async fn the_page_shows_a_node_violating_a_policy_with_its_labels() {
     };
     telemesh_core::telemetry::init(telemesh_core::cli::LogFormat::Text, "warn");
     let env = SimEnv::start(NODES.len()).await;
+    let parts = ClusterParts::start(&env, NODES.len()).await;
     let client = env.client().await;
+    let crd: CustomResourceDefinition =
+        serde_yaml_ng::from_str(telemesh_core::action::crd::CRD_YAML).unwrap();
+    Api::<CustomResourceDefinition>::all(client.clone())
+        .create(&PostParams::default(), &crd)
+        .await
+        .unwrap();
     install_example_policy(&client).await;
     let nodes: Vec<(&str, &str)> = NODES.iter().map(|n| (*n, "node_metric 50\n")).collect();
-    let mesh = Mesh::start(&env, &nodes, &[], 1).await;
+    let mesh = Mesh::start_with(&env, &nodes, &[], &["--leader-lease-duration=3s"], 1).await;
+    parts
+        .start_scheduler(&env, &mesh.coordinators[0].url_prefix())
+        .await;
     let url = format!("http://{}/", mesh.coordinators[0].api);
 
     let profile = tempfile::tempdir().unwrap();
@@ -177,6 +213,66 @@ async fn the_page_shows_a_node_violating_a_policy_with_its_labels() {
     );
     let shown: String = eval(&page, &js).await.unwrap();
     assert_eq!(shown, "150", "the heat map shows the chosen metric");
+
+    // A filter that removes a node: recorded among the recent decisions with its reason.
+    mesh.script(REFUSED, "node_metric 5\n");
+    mesh.wait_metric(REFUSED, "node_metric", 5.0).await;
+    let filter = json!({
+        "Pod": {"metadata": {"name": "probe", "namespace": POLICY_NAMESPACE,
+                             "labels": {"telemetry-policy": "scheduling-policy"}}},
+        "NodeNames": NODES,
+    });
+    let url = format!("{}/filter", mesh.coordinators[0].url_prefix());
+    telemesh_sim::cluster::http::request(
+        http::Method::POST,
+        &url,
+        Some(serde_json::to_vec(&filter).unwrap()),
+    )
+    .await
+    .unwrap();
+    let probe = format!("{POLICY_NAMESPACE}/probe");
+    let js = format!(
+        "[...document.querySelectorAll('#decisions tr[data-verb=\"filter\"]')]\
+         .map(r => r.textContent).find(t => t.includes('{probe}')) || ''"
+    );
+    let decision = wait_text(
+        &page,
+        "the page to show the probe's filter decision",
+        &js,
+        |t| !t.is_empty(),
+    )
+    .await;
+    assert!(decision.contains("kept 2 of 3 nodes"), "{decision}");
+    assert!(
+        decision.contains(&format!(
+            "{REFUSED}: policy {policy} dontschedule: node_metric LessThan 10 (value 5)"
+        )),
+        "{decision}"
+    );
+
+    // A workload action: in the queue, then Succeeded with its steps.
+    create_deployment(&client, POLICY_NAMESPACE, "web", 1).await;
+    let reply = rpc::call(
+        mesh.coordinators[0].api,
+        None,
+        "action.Scale",
+        json!({"workload": {"namespace": POLICY_NAMESPACE, "kind": "Deployment", "name": "web"},
+               "replicas": 2}),
+    )
+    .await;
+    let id = reply["result"]["actionId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("Scale refused: {reply}"));
+    let js = format!(
+        "(() => {{ const r = document.querySelector('#actions tr[data-action=\"{POLICY_NAMESPACE}/{id}\"]'); \
+         return r ? [...r.cells].map(c => c.textContent).join(' | ') : ''; }})()"
+    );
+    let action = wait_text(&page, "the page to show the action Succeeded", &js, |t| {
+        t.contains("| Succeeded |")
+    })
+    .await;
+    assert!(action.contains("| Scale |"), "{action}");
+    assert!(action.contains("(Done)"), "its steps are listed: {action}");
 
     let shot = target_dir().join("telemesh-page.png");
     page.save_screenshot(ScreenshotParams::builder().full_page(true).build(), &shot)
