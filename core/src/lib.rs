@@ -17,6 +17,7 @@ pub mod metric;
 pub mod pod;
 pub mod policy;
 pub mod quic;
+pub mod reload;
 pub mod reward;
 pub mod scavenge;
 pub mod shutdown;
