@@ -23,4 +23,5 @@ pub mod scavenge;
 pub mod shutdown;
 pub mod telemetry;
 pub mod testing;
+pub mod tls_reload;
 pub mod wire;
