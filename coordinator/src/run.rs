@@ -157,7 +157,7 @@ pub async fn start(config: Config, stop: CancellationToken) -> anyhow::Result<Co
             .follow(member.clone(), stop.child_token()),
     );
 
-    let view = ClusterView::default();
+    let view = ClusterView::with_clock(member.clock());
     let updater = Updater::new(
         member.clone(),
         view.clone(),
