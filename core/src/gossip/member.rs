@@ -776,12 +776,16 @@ async fn reload_keyring(sealer: Sealer, path: PathBuf, every: Duration) {
     let files = crate::reload::Watched::new(vec![path.clone()]);
     let mut tick = tokio::time::interval(every.max(Duration::from_millis(10)));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // The first look compares keys rather than the signature: the file may have changed
+    // between the start-up read and this task's first signature.
+    let mut first = true;
     loop {
         tick.tick().await;
-        if !files.changed() {
+        if !std::mem::take(&mut first) && !files.changed() {
             continue;
         }
         match Keyring::load(&path) {
+            Ok(keyring) if keyring.fingerprints() == sealer.keyring().fingerprints() => {}
             Ok(keyring) => {
                 tracing::info!(
                     keys = ?keyring.fingerprints(),
@@ -835,6 +839,32 @@ mod tests {
         let err = GossipMember::start(c).await.unwrap_err();
         assert_eq!(err.kind(), "no_advertise");
         assert!(err.to_string().contains("--gossip-advertise"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn the_key_file_is_reloaded_when_it_changes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("keys");
+        let (a, b) = (
+            Keyring::generate_line().unwrap(),
+            Keyring::generate_line().unwrap(),
+        );
+        std::fs::write(&path, format!("{a}\n")).unwrap();
+        let mut c = config("n1");
+        c.security = Security::Sealed(Keyring::load(&path).unwrap());
+        c.key_file = Some(path.clone());
+        c.key_reload_interval = Duration::from_millis(20);
+        let member = GossipMember::start(c).await.unwrap();
+        let before = member.key_fingerprints();
+        assert_eq!(before.len(), 1);
+        std::fs::write(&path, format!("{b}\n{a}\n")).unwrap();
+        let after = crate::testing::eventually("the new keyring", Duration::from_secs(5), || {
+            let fps = member.key_fingerprints();
+            async move { (fps.len() == 2).then_some(fps) }
+        })
+        .await;
+        assert_eq!(after[1], before[0], "the old key is second: it still opens");
+        assert_ne!(after[0], before[0], "the new key seals");
     }
 
     #[tokio::test]
