@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The README's test command: installs what the tests need beyond the Rust toolchain (the
-# official Kubernetes Python client, for the client-compatibility test), builds the binaries
-# the end-to-end tests start, and runs every test in the workspace.
+# official Kubernetes Python client, for the client-compatibility test; Prometheus, for the
+# dashboard test), builds the binaries the end-to-end tests start, and runs every test in the
+# workspace.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -9,6 +10,18 @@ PYTHON="${PYTHON:-python3}"
 if ! "$PYTHON" -c 'import kubernetes' 2>/dev/null; then
   echo "installing the Kubernetes Python client (kubernetes==37.0.2) for the client-compatibility test"
   "$PYTHON" -m pip install --quiet --disable-pip-version-check kubernetes==37.0.2
+fi
+
+# The dashboard test (tests/tests/dashboard.rs) evaluates every Grafana query with the real
+# Prometheus: Debian's package (2.42), installed when missing and we may (root, apt reachable).
+if ! command -v prometheus >/dev/null 2>&1 && [ -z "${TELEMESH_PROMETHEUS:-}" ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "installing Debian's prometheus package for the dashboard test"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null \
+      || echo "installing prometheus failed: the dashboard test skips its Prometheus half"
+  else
+    echo "prometheus is missing and cannot be installed here (not root or no apt-get): the dashboard test skips its Prometheus half"
+  fi
 fi
 
 cargo build --workspace --bins

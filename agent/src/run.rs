@@ -78,8 +78,11 @@ impl Agent {
 /// Starts an agent; it runs until `stop` is cancelled (then call [`Agent::shutdown`]).
 pub async fn start(config: Config, stop: CancellationToken) -> anyhow::Result<Agent> {
     let tasks = TaskTracker::new();
-    let mut registry = Registry::with_prefix("telemesh_agent");
-    let metrics = AgentMetrics::register(&mut registry);
+    // The root registry holds the unprefixed standard process metrics; ours are under
+    // `telemesh_agent_`.
+    let mut registry = Registry::default();
+    let metrics = AgentMetrics::register(registry.sub_registry_with_prefix("telemesh_agent"));
+    telemesh_core::process_metrics::register(&mut registry, "telemesh-agent");
 
     // Gossip first: it works without the API server.
     let member = join_gossip(&config).await?;

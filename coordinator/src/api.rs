@@ -1,5 +1,6 @@
 //! The JSON API for people and AIOps entities, on `--api-listen`:
-//! - `GET /api/v1/nodes`: every node's current state from the cluster view;
+//! - `GET /api/v1/nodes`: every node's current state from the cluster view (metrics with their
+//!   age, rewards, violations, and its scavenger pods with their unsaved work);
 //! - `GET /api/v1/nodes/{name}/pods`: per-pod figures fetched from that node's agent over QUIC;
 //! - `GET /api/v1/rewards[?podType=<namespace>/<type>]`: the gossiped reward estimates, decayed
 //!   to now, with the score the extender would give each node now.
@@ -23,6 +24,7 @@ use serde_json::{Value, json};
 use telemesh_core::gossip::Liveness;
 use telemesh_core::quic::client::QuicClient;
 use telemesh_core::reward::{Estimate, RewardModel};
+use telemesh_core::scavenge::ScavengerPod;
 use telemesh_core::wire::{Request, Response as WireResponse};
 
 use crate::extender::reward;
@@ -100,7 +102,32 @@ pub fn node_json(e: &NodeEntry, now_ms: u64, stale_after: Duration) -> Value {
         "metrics": metrics,
         "rewards": &e.state.rewards,
         "violations": &e.state.violations,
+        "scavengers": scavengers_json(&e.state.scavengers, now_ms),
     })
+}
+
+/// A node's scavenger pods by pod UID, each with its ScavengerJob, last checkpoint and the work
+/// it would lose if interrupted now (`unsavedSeconds` since the checkpoint; `unsavedCpuSeconds`
+/// at its CPU request), as the unsaved-work victim ranker reads them.
+fn scavengers_json(pods: &BTreeMap<String, ScavengerPod>, now_ms: u64) -> Value {
+    let pods: serde_json::Map<String, Value> = pods
+        .iter()
+        .map(|(uid, p)| {
+            let unsaved = now_ms.saturating_sub(p.checkpoint_ms) as f64 / 1000.0;
+            (
+                uid.clone(),
+                json!({
+                    "job": p.job,
+                    "checkpointMs": p.checkpoint_ms,
+                    "unsavedSeconds": unsaved,
+                    "unsavedCpuSeconds": unsaved * p.cpu_millis as f64 / 1000.0,
+                    "cpuMillis": p.cpu_millis,
+                    "memoryBytes": p.memory_bytes,
+                }),
+            )
+        })
+        .collect();
+    Value::Object(pods)
 }
 
 async fn nodes(State(s): State<Arc<ApiState>>) -> Response {
@@ -398,6 +425,20 @@ mod tests {
         let (status, v) = get(state(now_ms), "/api/v1/rewards?podType=nobody/here").await;
         assert_eq!(status, 200);
         assert_eq!(v["nodes"], json!([]));
+    }
+
+    #[test]
+    fn a_node_shows_its_scavengers_with_their_unsaved_work() {
+        let now_ms = 1_000_000_000;
+        let value = format!("batch/render@{}@2000@1073741824", now_ms - 30_000);
+        let state = NodeState::from_key_values([("role", "agent"), ("s:uid-1", value.as_str())]);
+        let entry = NodeEntry::new("n1", 1, Liveness::Live, state);
+        let v = node_json(&entry, now_ms, Duration::from_secs(45));
+        let pod = &v["scavengers"]["uid-1"];
+        assert_eq!(pod["job"], "batch/render", "{v}");
+        assert_eq!(pod["unsavedSeconds"], 30.0);
+        assert_eq!(pod["unsavedCpuSeconds"], 60.0);
+        assert_eq!(pod["cpuMillis"], 2000);
     }
 
     #[tokio::test]

@@ -123,7 +123,11 @@ fn serve_http(
 /// [`Coordinator::shutdown`]). Every listener is bound before this returns.
 pub async fn start(config: Config, stop: CancellationToken) -> anyhow::Result<Coordinator> {
     let tasks = TaskTracker::new();
-    let mut registry = Registry::with_prefix("telemesh_coordinator");
+    // The root registry holds the unprefixed standard process metrics; ours are under
+    // `telemesh_coordinator_`.
+    let mut root = Registry::default();
+    telemesh_core::process_metrics::register(&mut root, "telemesh-coordinator");
+    let registry = root.sub_registry_with_prefix("telemesh_coordinator");
     let extender_metrics = ExtenderMetrics::register(registry.sub_registry_with_prefix("extender"));
     let view_metrics = ViewMetrics::register(registry.sub_registry_with_prefix("view"));
     let policy_metrics = PolicyMetrics::register(registry.sub_registry_with_prefix("policies"));
@@ -297,7 +301,7 @@ pub async fn start(config: Config, stop: CancellationToken) -> anyhow::Result<Co
     serve_http(&tasks, api_listener, api, stop.child_token(), "api");
 
     let health = Arc::new(HealthState {
-        registry,
+        registry: root,
         view: view.clone(),
         policies: policies.clone(),
         notes,

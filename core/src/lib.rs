@@ -16,6 +16,7 @@ pub mod gossip;
 pub mod metric;
 pub mod pod;
 pub mod policy;
+pub mod process_metrics;
 pub mod quic;
 pub mod reload;
 pub mod reward;

@@ -3,6 +3,7 @@
 //! descheduler, and waiting on predicates.
 
 pub mod cluster;
+pub mod dashboard;
 pub mod mesh;
 pub mod rpc;
 pub mod upstream;
@@ -405,6 +406,11 @@ impl Process {
             );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
+    }
+
+    /// Returns the process id (`None` once it has been reaped).
+    pub fn id(&self) -> Option<u32> {
+        self.child.id()
     }
 
     /// Returns whether the process is still running.

@@ -241,9 +241,33 @@ fn the_chart_ships_deploys_crd_scheduler_and_descheduler_files_unchanged() {
 
     // Both are optional.
     let off = render(
-        json!({"scheduler": {"config": {"enabled": false}}, "descheduler": {"policy": {"enabled": false}}}),
+        json!({"scheduler": {"config": {"enabled": false}}, "descheduler": {"policy": {"enabled": false}},
+               "grafana": {"dashboard": {"enabled": false}}}),
     );
     assert!(kinds(&off, "ConfigMap").is_empty());
+}
+
+#[test]
+fn the_grafana_dashboard_is_shipped_for_the_sidecar_and_optional() {
+    let source = std::fs::read_to_string(repo().join("deploy/grafana/telemesh.json")).unwrap();
+    let copy =
+        std::fs::read_to_string(repo().join("deploy/helm/telemesh/dashboards/telemesh.json"))
+            .unwrap();
+    assert!(
+        copy == source,
+        "deploy/helm/telemesh/dashboards/telemesh.json drifted from deploy/grafana/telemesh.json: copy it over"
+    );
+    let docs = render(json!({}));
+    let cm = find(&docs, "ConfigMap", "telemesh-grafana-dashboard");
+    assert_eq!(cm["metadata"]["labels"]["grafana_dashboard"], "1");
+    let embedded: Json =
+        serde_json::from_str(cm["data"]["telemesh.json"].as_str().unwrap()).unwrap();
+    assert_eq!(embedded, serde_json::from_str::<Json>(&source).unwrap());
+    let off = render(json!({"grafana": {"dashboard": {"enabled": false}}}));
+    assert!(
+        off.iter()
+            .all(|d| d.value["metadata"]["name"] != "telemesh-grafana-dashboard")
+    );
 }
 
 /// Returns the `--flag` names in `args` (`--flag=value` or `--flag`).
@@ -1616,8 +1640,9 @@ async fn rbac_grants_exactly_what_the_binaries_call() {
 
 /// A Helm chart renderer on gtmpl (Go's text/template for Rust) with the few Helm and sprig
 /// functions the chart uses: `include`, `nindent`, `quote`, `default`, `toYaml`, `b64enc`,
-/// `randAlphaNum` and `lookup` (which, as in `helm template`, finds nothing). A template that
-/// uses anything else fails to parse here, which keeps the chart's function set small.
+/// `randAlphaNum` and `lookup` (which, as in `helm template`, finds nothing), and `.Files.Get`
+/// (gtmpl has no methods with arguments, so it is read as a function `filesGet`). A template
+/// that uses anything else fails to parse here, which keeps the chart's function set small.
 mod chart {
     use std::cell::RefCell;
     use std::collections::BTreeMap;
@@ -1658,6 +1683,8 @@ mod chart {
     thread_local! {
         /// The chart's `_*.tpl` files, for `include` (a gtmpl function is a plain `fn`).
         static HELPERS: RefCell<Vec<(String, String)>> = const { RefCell::new(Vec::new()) };
+        /// The chart's directory, for `.Files.Get`.
+        static CHART_DIR: RefCell<PathBuf> = const { RefCell::new(PathBuf::new()) };
     }
 
     const FUNCS: &[(&str, Func)] = &[
@@ -1669,6 +1696,7 @@ mod chart {
         ("b64enc", b64enc),
         ("randAlphaNum", rand_alpha_num),
         ("lookup", lookup),
+        ("filesGet", files_get),
     ];
 
     fn read_yaml(path: &Path) -> Result<Json, String> {
@@ -1732,10 +1760,12 @@ mod chart {
             });
             let context = Context::from(to_gtmpl(&context));
             HELPERS.with(|h| *h.borrow_mut() = self.helpers.clone());
+            CHART_DIR.with(|d| self.dir.clone_into(&mut d.borrow_mut()));
             let mut docs = Vec::new();
             for (name, text) in &self.templates {
                 let mut t = template(name, &self.helpers)?;
-                t.parse(text.clone()).map_err(|e| format!("{name}: {e}"))?;
+                t.parse(text.replace(".Files.Get ", "filesGet "))
+                    .map_err(|e| format!("{name}: {e}"))?;
                 let out = t.render(&context).map_err(|e| format!("{name}: {e}"))?;
                 for part in split_documents(&out) {
                     let value: Json = serde_yaml_ng::from_str(part)
@@ -1967,6 +1997,13 @@ mod chart {
             .map(char::from)
             .collect();
         Ok(Value::from(s))
+    }
+
+    /// `.Files.Get PATH`: a file of the chart as a string (empty when it is missing, as Helm).
+    fn files_get(args: &[Value]) -> Result<Value, FuncError> {
+        let path = arg(args, 0, "Files.Get")?.to_string();
+        let text = CHART_DIR.with(|d| std::fs::read_to_string(d.borrow().join(path)));
+        Ok(Value::from(text.unwrap_or_default()))
     }
 
     /// `lookup ...`: an empty map, as `helm template` (no cluster) returns.

@@ -238,6 +238,11 @@ pub async fn run(args: DevArgs) -> anyhow::Result<bool> {
             "the API server is up: kubectl --kubeconfig {} get nodes,pods -A --show-labels",
             kubeconfig.display()
         ));
+        story.say(&format!(
+            "kubectl telemesh (docs/kubectl-plugin.md): PATH=\"{}:$PATH\" kubectl telemesh --kubeconfig {} --coordinator http://{api_service_addr} top nodes (also why POD -n NS, rewards, actions -w, move, swap, scale, jobs)",
+            coordinator_bin.parent().unwrap_or(Path::new(".")).display(),
+            kubeconfig.display()
+        ));
         let deadline = args.run_for.map(|d| tokio::time::Instant::now() + d);
         // The measured stories pass only when they say so; a run the deadline cut short fails.
         let mut measured_met = args.story == StoryKind::Health;
