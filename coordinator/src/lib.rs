@@ -15,6 +15,7 @@ pub mod actions;
 pub mod api;
 pub mod config;
 pub mod extender;
+pub mod gossip_metrics;
 pub mod health;
 pub mod leader;
 pub mod metrics;

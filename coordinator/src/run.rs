@@ -156,8 +156,12 @@ pub async fn start(config: Config, stop: CancellationToken) -> anyhow::Result<Co
             .context("starting gossip")?,
     );
     let gossip_addr = member.id().gossip_addr;
+    tasks.spawn(
+        crate::gossip_metrics::GossipMetrics::register(registry.sub_registry_with_prefix("gossip"))
+            .follow(member.clone(), stop.child_token()),
+    );
 
-    let view = ClusterView::default();
+    let view = ClusterView::with_clock(member.clock());
     let updater = Updater::new(
         member.clone(),
         view.clone(),

@@ -29,10 +29,9 @@ pub mod unsaved;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use telemesh_core::extender::{ExtenderFilterResult, ExtenderPreemptionArgs};
-use telemesh_core::gossip::schema::unix_ms;
 use telemesh_core::policy::{Policy, Unknown};
 
 use self::filter::FilterDecision;
@@ -232,7 +231,7 @@ impl Extender {
         let rules = policy.and_then(|p| p.dont_schedule.as_ref().map(|r| (p, r)));
         let floor = self.settings.rewards.floor;
         let view = (rules.is_some() || floor.is_some()).then(|| self.view.load());
-        let now_ms = unix_ms(SystemTime::now());
+        let now_ms = self.view.now_ms();
         let mut decision = match (rules, &view) {
             (Some((policy, rules)), Some(view)) => {
                 filter::filter(view, policy, rules, candidates, &self.settings, now_ms)
@@ -291,7 +290,7 @@ impl Extender {
             (o, _) => o,
         };
         let view = self.view.load();
-        let now_ms = unix_ms(SystemTime::now());
+        let now_ms = self.view.now_ms();
         let pod_type = self.rewarded_type(&view, &args.pod);
         if rule.is_none() && pod_type.is_none() {
             return Handled::new(ok(b"[]".to_vec()), outcome);
