@@ -14,6 +14,7 @@
 pub mod actions;
 pub mod api;
 pub mod config;
+pub mod doors;
 pub mod extender;
 pub mod gossip_metrics;
 pub mod health;

@@ -9,6 +9,7 @@
 pub mod action;
 pub mod cli;
 pub mod client;
+pub mod door;
 pub mod extender;
 pub mod fit;
 pub mod go;

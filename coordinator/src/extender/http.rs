@@ -20,6 +20,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::service::TowerToHyperService;
 use rustls::pki_types::pem::PemObject as _;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use telemesh_core::door::Connections;
 use telemesh_core::tls_reload::{
     self, CertResolver, ClientVerifier, MaterialError, Peer, Pem, TlsMaterial,
 };
@@ -57,7 +58,8 @@ struct Shared {
 }
 
 /// The extender's routes. Bodies up to `max_body` bytes are read (full-node requests of
-/// thousands of nodes are tens of megabytes).
+/// thousands of nodes are tens of megabytes); the door in front
+/// ([`crate::doors::Doors::extender`]) enforces the same limit before the body is read.
 pub fn router(
     extender: Extender,
     metrics: ExtenderMetrics,
@@ -291,11 +293,15 @@ fn load_material(
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Serves `router` on `listener` over TLS until `stop`, then lets open connections finish their
-/// requests. Connections are tracked by `tasks`.
+/// requests. Connections are tracked by `tasks`; HTTP/1.1 connections are served by
+/// `connections` (header deadline, client address). HTTP/2 is served only when the TLS
+/// configuration offers it in ALPN, which [`server_config`] never does (the throughput bench
+/// does, to compare).
 pub async fn serve_tls(
     listener: TcpListener,
     router: Router,
     tls: Arc<rustls::ServerConfig>,
+    connections: Connections,
     stop: CancellationToken,
     tasks: TaskTracker,
 ) {
@@ -315,6 +321,7 @@ pub async fn serve_tls(
             }
         };
         let (acceptor, router, stop) = (acceptor.clone(), router.clone(), stop.clone());
+        let connections = connections.clone();
         tasks.spawn(async move {
             let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
                 Ok(Ok(tls)) => tls,
@@ -327,6 +334,10 @@ pub async fn serve_tls(
                     return;
                 }
             };
+            if tls.get_ref().1.alpn_protocol() != Some(b"h2") {
+                connections.serve_connection(tls, peer, router, stop).await;
+                return;
+            }
             let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
             let conn = builder.serve_connection(TokioIo::new(tls), TowerToHyperService::new(router));
             tokio::pin!(conn);
