@@ -143,6 +143,7 @@ pub fn compare(binary: &str, reference: &[Documented], exported: &Exposition) ->
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
