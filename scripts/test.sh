@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The README's test command: installs what the tests need beyond the Rust toolchain (the
 # official Kubernetes Python client, for the client-compatibility test; Prometheus, for the
-# dashboard test), builds the binaries the end-to-end tests start, and runs every test in the
-# workspace.
+# dashboard test; Debian's chromium, for the live page's browser test), builds the binaries the
+# end-to-end tests start, and runs every test in the workspace.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,6 +21,19 @@ if ! command -v prometheus >/dev/null 2>&1 && [ -z "${TELEMESH_PROMETHEUS:-}" ];
       || echo "installing prometheus failed: the dashboard test skips its Prometheus half"
   else
     echo "prometheus is missing and cannot be installed here (not root or no apt-get): the dashboard test skips its Prometheus half"
+  fi
+fi
+
+# The live page's browser test (tests/tests/page.rs) drives Debian's chromium; it says SKIPPED
+# when there is none and we cannot install it.
+if ! command -v chromium >/dev/null 2>&1 && [ -z "${TELEMESH_CHROMIUM:-}" ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "installing Debian's chromium (apt-get install -y chromium) for the live page's browser test"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null \
+      || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } \
+      || echo "could not install chromium: the live page's browser test will say SKIPPED"
+  else
+    echo "no chromium and not root: the live page's browser test will say SKIPPED (apt-get install chromium)"
   fi
 fi
 

@@ -72,6 +72,7 @@ pub async fn run(inputs: Inputs, stop: CancellationToken) {
     let mut tick = tokio::time::interval(inputs.interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let mut ready = false;
+    let mut correction_ms = 0;
     loop {
         tokio::select! {
             _ = stop.cancelled() => break,
@@ -108,11 +109,24 @@ pub async fn run(inputs: Inputs, stop: CancellationToken) {
             Some((SystemTime::now(), std::mem::take(&mut collection.samples)));
         let guard = inputs.gossip.lock().await;
         let Some(member) = guard.as_ref() else { break };
-        publish(member, &selection.publish, &selection.gone, metrics).await;
+        let clock = member.clock();
+        publish(
+            member,
+            &selection.publish,
+            &selection.gone,
+            clock.now(),
+            metrics,
+        )
+        .await;
         // Counts only: parsing every member's state each tick would cost more than collecting.
         let (alive, dead) = member.liveness_counts().await;
         drop(guard);
-        export_gossip(metrics, &inputs.counters, alive, dead);
+        if clock.correction_ms() != correction_ms {
+            // Values stamped before the correction carry the wrong time: restamp them all.
+            correction_ms = clock.correction_ms();
+            publisher.republish_all();
+        }
+        export_gossip(metrics, &inputs.counters, alive, dead, correction_ms);
         // Ready once a collection went out and the pod watch has synced.
         if !ready && inputs.pods_synced.load(Ordering::Relaxed) {
             ready = true;
@@ -152,10 +166,11 @@ async fn publish(
     member: &GossipMember,
     changed: &[Sample],
     gone: &[MetricName],
+    measured_at: SystemTime,
     metrics: &AgentMetrics,
 ) {
     if !changed.is_empty() {
-        match member.publish_metrics(changed, SystemTime::now()).await {
+        match member.publish_metrics(changed, measured_at).await {
             Ok(()) => {
                 metrics.published.inc_by(changed.len() as u64);
             }
@@ -169,15 +184,25 @@ async fn publish(
     }
 }
 
-/// Peer counts, dropped datagrams and traffic by direction.
-fn export_gossip(metrics: &AgentMetrics, counters: &TransportCounters, alive: usize, dead: usize) {
+/// Peer counts, dropped datagrams, traffic by direction and the clock correction.
+fn export_gossip(
+    metrics: &AgentMetrics,
+    counters: &TransportCounters,
+    alive: usize,
+    dead: usize,
+    correction_ms: i64,
+) {
     for (state, count) in [(PeerLiveness::Alive, alive), (PeerLiveness::Dead, dead)] {
         metrics
             .gossip_peers
             .get_or_create(&PeerLabels { state })
             .set(count as i64);
     }
+    metrics
+        .gossip_clock_correction
+        .set(correction_ms as f64 / 1_000.0);
     let stats = counters.snapshot();
+    catch_up(&metrics.gossip_v1_frames, stats.v1_frames);
     for (reason, count) in DropReason::ALL.iter().zip(stats.dropped) {
         let labels = DropLabels {
             reason: reason.as_str().into(),

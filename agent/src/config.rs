@@ -42,6 +42,8 @@ pub struct Cli {
     /// HTTP address for /metrics, /healthz, /readyz and /debug/state.
     #[arg(long, env = "TELEMESH_HTTP_LISTEN", default_value = "127.0.0.1:9464")]
     pub http_listen: SocketAddr,
+    #[command(flatten)]
+    pub http_timeouts: telemesh_core::door::TimeoutArgs,
     /// UDP address the QUIC server listens on (needs --quic-ca, --quic-cert, --quic-key).
     #[arg(long, env = "TELEMESH_QUIC_LISTEN")]
     pub quic_listen: Option<SocketAddr>,
@@ -185,6 +187,8 @@ pub struct Config {
     pub deadband: crate::publish::Deadband,
     /// HTTP address.
     pub http_listen: SocketAddr,
+    /// HTTP header and body deadlines.
+    pub http_timeouts: telemesh_core::door::TimeoutArgs,
     /// QUIC, when enabled.
     pub quic: Option<QuicConfig>,
     /// Prometheus endpoints.
@@ -290,6 +294,8 @@ impl TryFrom<Cli> for Config {
             ("reward-interval", cli.reward_interval),
             ("reward-healthy-unit", cli.reward_healthy_unit),
             ("stale-after", cli.stale_after),
+            ("http-header-timeout", cli.http_timeouts.http_header_timeout),
+            ("http-body-timeout", cli.http_timeouts.http_body_timeout),
         ] {
             if d.is_zero() {
                 return Err(ConfigError::ZeroInterval(name));
@@ -307,6 +313,7 @@ impl TryFrom<Cli> for Config {
                 refresh: cli.refresh,
             },
             http_listen: cli.http_listen,
+            http_timeouts: cli.http_timeouts,
             quic,
             prometheus_endpoints: cli.prometheus_endpoints,
             textfile_dir: cli.textfile_dir,

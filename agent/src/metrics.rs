@@ -92,6 +92,10 @@ pub struct AgentMetrics {
     pub gossip_bytes: Family<DirectionLabels, Counter>,
     /// Gossip datagrams, by direction.
     pub gossip_datagrams: Family<DirectionLabels, Counter>,
+    /// Version 1 gossip frames opened (a rolling upgrade still under way).
+    pub gossip_v1_frames: Counter,
+    /// Correction applied to this node's clock from its gossip peers' send times.
+    pub gossip_clock_correction: Gauge<f64, AtomicU64>,
     /// Metric values published to gossip.
     pub published: Counter,
     /// Node labels written by policies, by action.
@@ -118,6 +122,18 @@ impl AgentMetrics {
         let gossip_bytes = Family::default();
         let gossip_datagrams = Family::default();
         let published = Counter::default();
+        let gossip_v1_frames = Counter::default();
+        let gossip_clock_correction = Gauge::default();
+        registry.register(
+            "gossip_v1_frames",
+            "Version 1 gossip frames (no replay protection) opened; zero once a rolling upgrade is over",
+            gossip_v1_frames.clone(),
+        );
+        registry.register(
+            "gossip_clock_correction_seconds",
+            "Correction applied to this node's clock, estimated from its gossip peers' send times (cluster minus local)",
+            gossip_clock_correction.clone(),
+        );
         registry.register(
             "node_metric",
             "Last value of each node metric the agent measured",
@@ -196,6 +212,8 @@ impl AgentMetrics {
             gossip_dropped,
             gossip_bytes,
             gossip_datagrams,
+            gossip_v1_frames,
+            gossip_clock_correction,
             published,
             labels_written,
             evictions,

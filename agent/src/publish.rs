@@ -45,6 +45,12 @@ impl Publisher {
         }
     }
 
+    /// Forgets what was published, so the next [`Self::select`] publishes every sample (their
+    /// stamps must change: the clock correction moved).
+    pub fn republish_all(&mut self) {
+        self.last.clear();
+    }
+
     /// Returns the samples to publish now, and forgets metrics that are no longer measured
     /// (returned as `gone`, for the caller to delete from gossip).
     pub fn select(&mut self, samples: &[Sample], now: Instant) -> Selection {

@@ -13,6 +13,7 @@ use kube::runtime::reflector::Store;
 use parking_lot::RwLock;
 use prometheus_client::registry::Registry;
 use telemesh_core::client::kube_client;
+use telemesh_core::door::{Connections, Door, DoorMetrics, DoorName, Limits};
 use telemesh_core::gossip::{GossipMember, Member, Role, StateKey};
 use telemesh_core::pod::PodFigures;
 use telemesh_core::quic::server::{Handler, HandlerFuture, QuicServer};
@@ -154,12 +155,17 @@ pub async fn start(config: Config, stop: CancellationToken) -> anyhow::Result<Ag
         ),
         None => None,
     };
+    let door_metrics = DoorMetrics::register(
+        registry
+            .sub_registry_with_prefix("telemesh_agent")
+            .sub_registry_with_prefix("http"),
+    );
     let http_state = Arc::new(HttpState {
         registry,
         ready: AtomicBool::new(false),
         debug_state: debug_state(gossip.clone()),
     });
-    let http_addr = serve_http(config.http_listen, http_state.clone(), &tasks, &stop).await?;
+    let http_addr = serve_http(&config, http_state.clone(), door_metrics, &tasks, &stop).await?;
     tasks.spawn(crate::collection::run(
         crate::collection::Inputs {
             node_name: config.node_name.clone(),
@@ -261,29 +267,47 @@ async fn serve_quic(
     Ok(addr)
 }
 
-/// Binds the HTTP listener and serves /metrics, health and debug endpoints until `stop`.
+/// Largest body of the HTTP endpoints: GETs without one.
+const HTTP_MAX_BODY: usize = 16 << 10;
+
+/// Binds the HTTP listener and serves /metrics, health and debug endpoints until `stop`, behind
+/// a door (body limit, header and body deadlines; no rate limit: Prometheus and the kubelet's
+/// probes call at their own fixed pace).
 async fn serve_http(
-    listen: SocketAddr,
+    config: &Config,
     state: Arc<HttpState>,
+    metrics: DoorMetrics,
     tasks: &TaskTracker,
     stop: &CancellationToken,
 ) -> anyhow::Result<SocketAddr> {
+    let listen = config.http_listen;
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .with_context(|| {
             format!("cannot listen on {listen} for HTTP; pick another --http-listen")
         })?;
     let addr = listener.local_addr()?;
-    let app = crate::http::router(state);
-    let stop = stop.child_token();
-    tasks.spawn(async move {
-        if let Err(e) = axum::serve(listener, app)
-            .with_graceful_shutdown(stop.cancelled_owned())
-            .await
-        {
-            tracing::error!(error = %e, "HTTP server stopped");
-        }
-    });
+    let door = Door::new(
+        DoorName::Http,
+        Limits {
+            max_body: HTTP_MAX_BODY,
+            body_timeout: config.http_timeouts.http_body_timeout,
+            rate: None,
+        },
+        metrics.clone(),
+    );
+    let connections = Connections {
+        door: DoorName::Http,
+        header_timeout: config.http_timeouts.http_header_timeout,
+        metrics,
+    };
+    tasks.spawn(telemesh_core::door::serve(
+        listener,
+        door.guard(crate::http::router(state)),
+        connections,
+        stop.child_token(),
+        tasks.clone(),
+    ));
     Ok(addr)
 }
 

@@ -225,10 +225,16 @@ async fn start_extender(
             if mode == Mode::HttpsH2 {
                 config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
             }
+            let connections = telemesh_core::door::Connections {
+                door: telemesh_core::door::DoorName::Extender,
+                header_timeout: Duration::from_secs(30),
+                metrics: telemesh_core::door::DoorMetrics::default(),
+            };
             tasks.spawn(serve_tls(
                 listener,
                 app,
                 Arc::new(config),
+                connections,
                 stop.clone(),
                 tasks.clone(),
             ));

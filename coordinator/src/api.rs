@@ -11,7 +11,7 @@
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use axum::Json;
 use axum::Router;
@@ -22,7 +22,6 @@ use axum::routing::get;
 use http::StatusCode;
 use serde_json::{Value, json};
 use telemesh_core::gossip::Liveness;
-use telemesh_core::gossip::schema::unix_ms;
 use telemesh_core::quic::client::QuicClient;
 use telemesh_core::reward::{Estimate, RewardModel};
 use telemesh_core::scavenge::ScavengerPod;
@@ -133,7 +132,7 @@ fn scavengers_json(pods: &BTreeMap<String, ScavengerPod>, now_ms: u64) -> Value 
 
 async fn nodes(State(s): State<Arc<ApiState>>) -> Response {
     let snapshot = s.view.load_full();
-    let now_ms = unix_ms(SystemTime::now());
+    let now_ms = s.view.now_ms();
     let sorted: BTreeMap<&str, &NodeEntry> = snapshot.nodes().map(|e| (&*e.name, e)).collect();
     let nodes: Vec<Value> = sorted
         .values()
@@ -300,7 +299,7 @@ async fn rewards(
         );
     }
     let snapshot = s.view.load_full();
-    let now_ms = unix_ms(SystemTime::now());
+    let now_ms = s.view.now_ms();
     Json(rewards_json(
         &snapshot,
         &s.reward_model,
@@ -313,8 +312,11 @@ async fn rewards(
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
+    use std::time::SystemTime;
+
     use http_body_util::BodyExt as _;
     use telemesh_core::gossip::NodeState;
+    use telemesh_core::gossip::schema::unix_ms;
     use tower::ServiceExt as _;
 
     use super::*;

@@ -72,8 +72,9 @@ pub struct Cli {
         default_value = "/scheduler/preempt"
     )]
     pub preempt_path: String,
-    /// Largest request body read, in MiB (full-node requests carry every candidate Node).
-    #[arg(long, env = "TELEMESH_EXTENDER_MAX_BODY_MIB", default_value_t = 256)]
+    /// Largest extender request body read, in MiB; larger gets 413. The default fits 5,000
+    /// full Nodes (`nodeCacheCapable: false`) with a third to spare.
+    #[arg(long, env = "TELEMESH_EXTENDER_MAX_BODY_MIB", default_value_t = crate::doors::EXTENDER_MAX_BODY_MIB)]
     pub extender_max_body_mib: usize,
     /// TCP address of the JSON API and of JSON-RPC (`POST /rpc`).
     #[arg(long, env = "TELEMESH_API_LISTEN", default_value = "127.0.0.1:9080")]
@@ -147,6 +148,8 @@ pub struct Cli {
     pub executor: crate::actions::executor::ExecutorArgs,
     #[command(flatten)]
     pub scavengers: crate::scavenge::ScavengerArgs,
+    #[command(flatten)]
+    pub doors: crate::doors::DoorArgs,
 }
 
 pub use telemesh_core::cli::{GossipSecurity, GossipSettings, GossipSettingsError};
@@ -199,6 +202,8 @@ pub struct Config {
     pub executor: crate::actions::executor::Settings,
     /// The ScavengerJob controller.
     pub scavengers: crate::scavenge::Settings,
+    /// Deadlines and rate limits of the HTTP doors.
+    pub doors: crate::doors::DoorArgs,
 }
 
 /// A flag combination that cannot work.
@@ -263,6 +268,11 @@ impl TryFrom<Cli> for Config {
             ("view-tick", cli.view_tick),
             ("view-resync", cli.view_resync),
             ("stale-after", cli.stale_after),
+            (
+                "http-header-timeout",
+                cli.doors.timeouts.http_header_timeout,
+            ),
+            ("http-body-timeout", cli.doors.timeouts.http_body_timeout),
         ] {
             if d.is_zero() {
                 return Err(ConfigError::ZeroDuration(flag));
@@ -354,6 +364,7 @@ impl TryFrom<Cli> for Config {
             leader: cli.leader.into(),
             executor: cli.executor.into(),
             scavengers: crate::scavenge::Settings::try_from(cli.scavengers)?,
+            doors: cli.doors,
         })
     }
 }

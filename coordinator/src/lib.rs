@@ -2,8 +2,8 @@
 //! gossip as an observer and keeps the whole cluster's node state in memory ([`view`]), watches
 //! TASPolicies ([`policies`]), and answers kube-scheduler extender calls from those two alone
 //! ([`extender`]), so any number of replicas behind one Service give the same answers. It also
-//! serves a JSON API ([`api`]) and `/metrics`, `/healthz`, `/readyz` ([`health`]), and workload
-//! actions ([`actions`]): every replica accepts WAM's JSON-RPC calls on `POST /rpc` and stores
+//! serves a JSON API ([`api`]), a live cluster page ([`page`]) and `/metrics`, `/healthz`,
+//! `/readyz` ([`health`]), and workload actions ([`actions`]): every replica accepts WAM's JSON-RPC calls on `POST /rpc` and stores
 //! them as WorkloadActions, the replica holding the executor Lease runs them, and every
 //! replica's extender enforces the placements they ask for. The same replica, elected through
 //! one Lease ([`leader`]), runs the ScavengerJob controller ([`scavenge`]).
@@ -14,10 +14,13 @@
 pub mod actions;
 pub mod api;
 pub mod config;
+pub mod doors;
 pub mod extender;
+pub mod gossip_metrics;
 pub mod health;
 pub mod leader;
 pub mod metrics;
+pub mod page;
 pub mod policies;
 pub mod run;
 pub mod scavenge;

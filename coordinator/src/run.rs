@@ -1,6 +1,6 @@
 //! Starting and stopping a coordinator replica: the gossip observer and the view updater, the
 //! TASPolicy watch, the leader Lease with the action executor and the ScavengerJob controller
-//! that follow it, and the extender, API (JSON API and JSON-RPC) and health servers.
+//! that follow it, and the extender, API (JSON API, live page and JSON-RPC) and health servers.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use prometheus_client::registry::Registry;
+use telemesh_core::door::{DoorMetrics, DoorName};
 use telemesh_core::gossip::{GossipMember, Role};
 use telemesh_core::quic::client::QuicClient;
 use tokio::net::TcpListener;
@@ -18,6 +19,7 @@ use crate::actions::auth::{ApiAuth, AuthMode, NONE_NOTE};
 use crate::actions::rpc::RpcState;
 use crate::api::{AgentLink, ApiState};
 use crate::config::Config;
+use crate::doors::Doors;
 use crate::extender::Extender;
 use crate::health::HealthState;
 use crate::metrics::{ExtenderMetrics, PolicyMetrics, RpcMetrics, ViewMetrics};
@@ -101,22 +103,21 @@ async fn bind(addr: SocketAddr, flag: &str) -> anyhow::Result<TcpListener> {
     })
 }
 
-/// Serves `app` on `listener` over plain HTTP until `stop`.
+/// Serves `app` on `listener` over plain HTTP/1.1 until `stop`, with the door's header deadline.
 fn serve_http(
     tasks: &TaskTracker,
     listener: TcpListener,
     app: axum::Router,
+    connections: telemesh_core::door::Connections,
     stop: CancellationToken,
-    what: &'static str,
 ) {
-    tasks.spawn(async move {
-        if let Err(e) = axum::serve(listener, app)
-            .with_graceful_shutdown(stop.cancelled_owned())
-            .await
-        {
-            tracing::error!(error = %e, server = what, "HTTP server stopped");
-        }
-    });
+    tasks.spawn(telemesh_core::door::serve(
+        listener,
+        app,
+        connections,
+        stop,
+        tasks.clone(),
+    ));
 }
 
 /// Starts a coordinator; it runs until `stop` is cancelled (then call
@@ -132,6 +133,8 @@ pub async fn start(config: Config, stop: CancellationToken) -> anyhow::Result<Co
     let view_metrics = ViewMetrics::register(registry.sub_registry_with_prefix("view"));
     let policy_metrics = PolicyMetrics::register(registry.sub_registry_with_prefix("policies"));
     let rpc_metrics = RpcMetrics::register(registry.sub_registry_with_prefix("rpc"));
+    let door_metrics = DoorMetrics::register(registry.sub_registry_with_prefix("http"));
+    let doors = Doors::new(&config.doors, config.max_body, &door_metrics);
 
     // Bind everything first, so a taken port fails the start before anything runs.
     let extender_tls = match &config.extender_tls {
@@ -156,8 +159,12 @@ pub async fn start(config: Config, stop: CancellationToken) -> anyhow::Result<Co
             .context("starting gossip")?,
     );
     let gossip_addr = member.id().gossip_addr;
+    tasks.spawn(
+        crate::gossip_metrics::GossipMetrics::register(registry.sub_registry_with_prefix("gossip"))
+            .follow(member.clone(), stop.child_token()),
+    );
 
-    let view = ClusterView::default();
+    let view = ClusterView::with_clock(member.clock());
     let updater = Updater::new(
         member.clone(),
         view.clone(),
@@ -219,9 +226,15 @@ pub async fn start(config: Config, stop: CancellationToken) -> anyhow::Result<Co
 
     // The extender.
     let mut extender = Extender::new(view.clone(), policies.clone(), config.settings);
+    let decisions = extender.decisions.clone();
+    let actions_board = placements.board().clone();
     extender.placements = placements;
-    let app =
-        crate::extender::http::router(extender, extender_metrics, &config.paths, config.max_body);
+    let app = doors.extender.guard(crate::extender::http::router(
+        extender,
+        extender_metrics,
+        &config.paths,
+        config.max_body,
+    ));
     let extender_https = extender_tls.is_some();
     match extender_tls {
         Some(tls) => {
@@ -230,6 +243,7 @@ pub async fn start(config: Config, stop: CancellationToken) -> anyhow::Result<Co
                 extender_listener,
                 app,
                 tls,
+                doors.connections(DoorName::Extender),
                 stop,
                 inner,
             ));
@@ -243,8 +257,8 @@ pub async fn start(config: Config, stop: CancellationToken) -> anyhow::Result<Co
                 &tasks,
                 extender_listener,
                 app,
+                doors.connections(DoorName::Extender),
                 stop.child_token(),
-                "extender",
             );
         }
     }
@@ -288,13 +302,40 @@ pub async fn start(config: Config, stop: CancellationToken) -> anyhow::Result<Co
         metrics: rpc_metrics,
         stop: stop.child_token(),
     });
-    let api = crate::api::router(api_state.clone())
-        .route_layer(axum::middleware::from_fn_with_state(
-            auth,
-            crate::actions::auth::require_telemetry_access,
-        ))
-        .merge(crate::actions::rpc::router(rpc_state));
-    serve_http(&tasks, api_listener, api, stop.child_token(), "api");
+    // The live page shares the JSON API's authentication.
+    let page = crate::page::Feed::new(
+        crate::page::Source {
+            view: view.clone(),
+            policies: policies.clone(),
+            settings: crate::page::PageSettings {
+                stale_after: config.settings.stale_after,
+                reward_model: config.settings.rewards.model,
+                unknown: config.settings.unknown,
+            },
+            decisions,
+            actions: actions_board,
+        },
+        stop.child_token(),
+    );
+    tasks.spawn(page.clone().run());
+    let api = doors
+        .api
+        .guard(
+            crate::api::router(api_state.clone())
+                .merge(crate::page::router(page))
+                .route_layer(axum::middleware::from_fn_with_state(
+                    auth,
+                    crate::actions::auth::require_telemetry_access,
+                )),
+        )
+        .merge(doors.rpc.guard(crate::actions::rpc::router(rpc_state)));
+    serve_http(
+        &tasks,
+        api_listener,
+        api,
+        doors.connections(DoorName::Api),
+        stop.child_token(),
+    );
 
     let health = Arc::new(HealthState {
         registry: root,
@@ -305,9 +346,9 @@ pub async fn start(config: Config, stop: CancellationToken) -> anyhow::Result<Co
     serve_http(
         &tasks,
         http_listener,
-        crate::health::router(health),
+        doors.health.guard(crate::health::router(health)),
+        doors.connections(DoorName::Http),
         stop.child_token(),
-        "health",
     );
 
     tracing::info!(
@@ -316,6 +357,7 @@ pub async fn start(config: Config, stop: CancellationToken) -> anyhow::Result<Co
         extender.addr = %extender_addr,
         extender.https = extender_https,
         api.addr = %api_addr,
+        page.url = %format!("http://{api_addr}/"),
         http.addr = %http_addr,
         "coordinator listening"
     );

@@ -33,7 +33,10 @@
 //! gossip round after its agent deleted the key. Nodes without scavenger pods cost nothing.
 //!
 //! Agents' values carry their measurement time, so every replica computes the same ages from the
-//! same gossip: replicas agree up to gossip propagation and clock skew.
+//! same gossip: replicas agree up to gossip propagation. Clock skew is corrected on both ends
+//! ([`telemesh_core::gossip::clock`]): agents stamp in cluster time, and readers age with
+//! [`ClusterView::now_ms`], this replica's clock corrected by its gossip peers' send times, so
+//! a replica whose own clock is minutes off still sees figures at their true age.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -43,10 +46,10 @@ use std::time::{Duration, SystemTime};
 
 use arc_swap::ArcSwap;
 use parking_lot::Mutex;
-use telemesh_core::gossip::schema::{SCAVENGER_PREFIX, StateKey, unix_ms};
+use telemesh_core::gossip::schema::{SCAVENGER_PREFIX, StateKey};
 use telemesh_core::gossip::{
-    GossipMember, KeySubscription, Liveness, Member, MemberId, MembershipEvent, MetricValue,
-    NodeState, Role,
+    ClusterClock, GossipMember, KeySubscription, Liveness, Member, MemberId, MembershipEvent,
+    MetricValue, NodeState, Role,
 };
 use telemesh_core::policy::{Metrics, Reading};
 use telemesh_core::reward::Estimate;
@@ -399,6 +402,7 @@ fn reward_types<'a>(entries: impl Iterator<Item = &'a Arc<NodeEntry>>) -> Reward
 #[derive(Debug, Clone, Default)]
 pub struct ClusterView {
     current: Arc<ArcSwap<Snapshot>>,
+    clock: ClusterClock,
 }
 
 // === impl ClusterView ===
@@ -408,7 +412,21 @@ impl ClusterView {
     pub fn with_snapshot(snapshot: Snapshot) -> Self {
         Self {
             current: Arc::new(ArcSwap::from_pointee(snapshot)),
+            clock: ClusterClock::default(),
         }
+    }
+
+    /// An empty view whose readers age figures with `clock` (the gossip member's).
+    pub fn with_clock(clock: ClusterClock) -> Self {
+        Self {
+            clock,
+            ..Self::default()
+        }
+    }
+
+    /// Now, in Unix milliseconds, by the cluster clock: what readers age figures against.
+    pub fn now_ms(&self) -> u64 {
+        self.clock.now_ms()
     }
 
     /// The current snapshot. Lock-free; hold the guard only for the duration of one request.
@@ -711,7 +729,7 @@ impl Updater {
 
     fn update_gauges(&self) {
         let snapshot = self.view.load();
-        let now_ms = unix_ms(SystemTime::now());
+        let now_ms = self.view.now_ms();
         let stale_ms = u64::try_from(self.config.stale_after.as_millis()).unwrap_or(u64::MAX);
         let (mut live, mut dead, mut left, mut stale) = (0, 0, 0, 0);
         let (mut estimates, mut malformed) = (0i64, 0i64);

@@ -4,7 +4,7 @@
 //! - `udp10`, `udp100`: members on 127.0.0.1 over the real sealed UDP path
 //!   (`GossipMember::start`: relay sockets, ChaCha20-Poly1305, one process).
 //! - `chan1000v`: 1,000 members on chitchat's in-process `ChannelTransport`
-//!   (`GossipMember::start_on`): no sockets and **no sealing** (add 29 bytes per datagram), on
+//!   (`GossipMember::start_on`): no sockets and **no sealing** (add 37 bytes per datagram, frame version 2), on
 //!   tokio's paused clock, which only advances when every task is idle. Figures are protocol
 //!   time with free CPU and an instant network: what 1,000 nodes would see if each had its own
 //!   core. (A whole 1,000-member cluster costs several CPU seconds per round, so on the wall

@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::gossip::{GossipConfig, Keyring, Role, Security};
+use crate::gossip::{GossipConfig, Keyring, LocalClock, ReplayConfig, Role, Security, V1Frames};
 
 /// Log line format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Default)]
@@ -53,6 +53,22 @@ pub struct GossipArgs {
     /// Gossip cluster id: members of other clusters are refused.
     #[arg(long, env = "TELEMESH_CLUSTER_ID", default_value = "telemesh")]
     pub cluster_id: String,
+    /// How often the gossip key file is checked for changes (a rotated Secret is used without
+    /// a restart).
+    #[arg(long, env = "TELEMESH_GOSSIP_KEY_RELOAD_INTERVAL", default_value = "5s", value_parser = parse_duration)]
+    pub gossip_key_reload_interval: Duration,
+    /// Sealed datagrams sent further than this from the receiver's clock (either way) are
+    /// dropped as stale; also the largest clock skew between members that gossip tolerates.
+    #[arg(long, env = "TELEMESH_GOSSIP_REPLAY_WINDOW", default_value = "5m", value_parser = parse_duration)]
+    pub gossip_replay_window: Duration,
+    /// Version 1 gossip frames (builds without replay protection), for a rolling upgrade from
+    /// them: `send`, then `accept`, then `refuse`, each rolled out to every member in turn.
+    #[arg(long, env = "TELEMESH_GOSSIP_V1_FRAMES", value_enum, default_value_t = V1Frames::Refuse)]
+    pub gossip_v1_frames: V1Frames,
+    /// Shifts this process's clock, e.g. `-4m` (tests and drills that play a node with a wrong
+    /// clock; never in production).
+    #[arg(long, env = "TELEMESH_DEBUG_CLOCK_OFFSET", hide = true, default_value = "0s", value_parser = parse_signed_duration, allow_hyphen_values = true)]
+    pub debug_clock_offset: i64,
 }
 
 /// How gossip is protected.
@@ -79,6 +95,14 @@ pub struct GossipSettings {
     pub interval: Duration,
     /// Cluster id.
     pub cluster_id: String,
+    /// Key file check period.
+    pub key_reload_interval: Duration,
+    /// Replay window.
+    pub replay_window: Duration,
+    /// Version 1 frames.
+    pub v1_frames: V1Frames,
+    /// Clock shift in milliseconds (tests only).
+    pub clock_shift_ms: i64,
 }
 
 /// Gossip flags that cannot work.
@@ -92,6 +116,11 @@ pub enum GossipSettingsError {
     /// A zero round interval.
     #[error("--gossip-interval must be longer than zero")]
     ZeroInterval,
+    /// A replay window shorter than a gossip round.
+    #[error(
+        "--gossip-replay-window must be longer than --gossip-interval (it absorbs clock skew: 5m is the default)"
+    )]
+    ShortReplayWindow,
 }
 
 impl GossipArgs {
@@ -111,6 +140,9 @@ impl GossipArgs {
         if self.gossip_interval.is_zero() {
             return Err(GossipSettingsError::ZeroInterval);
         }
+        if self.gossip_replay_window <= self.gossip_interval {
+            return Err(GossipSettingsError::ShortReplayWindow);
+        }
         Ok(GossipSettings {
             listen,
             advertise: self.gossip_advertise,
@@ -118,6 +150,10 @@ impl GossipArgs {
             security,
             interval: self.gossip_interval,
             cluster_id: self.cluster_id,
+            key_reload_interval: self.gossip_key_reload_interval,
+            replay_window: self.gossip_replay_window,
+            v1_frames: self.gossip_v1_frames,
+            clock_shift_ms: self.debug_clock_offset,
         })
     }
 }
@@ -130,11 +166,21 @@ impl GossipSettings {
         name: &str,
         role: Role,
     ) -> Result<GossipConfig, crate::gossip::KeyringError> {
-        let security = match &self.security {
-            GossipSecurity::Sealed(path) => Security::Sealed(Keyring::load(path)?),
-            GossipSecurity::Insecure => Security::Insecure,
+        let (security, key_file) = match &self.security {
+            GossipSecurity::Sealed(path) => (Security::Sealed(Keyring::load(path)?), Some(path)),
+            GossipSecurity::Insecure => (Security::Insecure, None),
         };
         let mut config = GossipConfig::new(name, &self.cluster_id, self.listen, security);
+        config.key_file = key_file.cloned();
+        config.key_reload_interval = self.key_reload_interval;
+        config.v1_frames = self.v1_frames;
+        config.local_clock = LocalClock {
+            shift_ms: self.clock_shift_ms,
+        };
+        config.relay.replay = ReplayConfig {
+            window: self.replay_window,
+            ..ReplayConfig::default()
+        };
         config.role = role;
         config.advertise_addr = self.advertise;
         config.seeds = self.seeds.clone();
@@ -179,6 +225,18 @@ impl RewardModelArgs {
     }
 }
 
+/// Parses a signed duration flag into milliseconds: `-4m`, `+90s`, `250ms`.
+pub fn parse_signed_duration(s: &str) -> Result<i64, String> {
+    let (sign, rest) = match s.strip_prefix('-') {
+        Some(rest) => (-1, rest),
+        None => (1, s.strip_prefix('+').unwrap_or(s)),
+    };
+    let d = parse_duration(rest)?;
+    i64::try_from(d.as_millis())
+        .map(|ms| sign * ms)
+        .map_err(|_| format!("{s:?} is too long"))
+}
+
 /// Parses a duration flag: `500ms`, `10s`, `2m`, `1h` (a bare number is seconds).
 pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
     use std::time::Duration;
@@ -209,5 +267,8 @@ mod tests {
         assert_eq!(parse_duration("7"), Ok(Duration::from_secs(7)));
         assert!(parse_duration("x").is_err());
         assert!(parse_duration("5d").is_err());
+        assert_eq!(parse_signed_duration("-4m"), Ok(-240_000));
+        assert_eq!(parse_signed_duration("+90s"), Ok(90_000));
+        assert_eq!(parse_signed_duration("250ms"), Ok(250));
     }
 }

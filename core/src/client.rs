@@ -1,5 +1,5 @@
 //! The Kubernetes client every binary builds the same way: `--kubeconfig PATH`, else the
-//! in-cluster service account, else `$KUBECONFIG` (DESIGN.md "Command lines").
+//! in-cluster service account, else `$KUBECONFIG` (docs/architecture.md, "Command lines").
 
 use std::path::Path;
 

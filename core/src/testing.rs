@@ -78,3 +78,26 @@ pub fn process_cpu_seconds(pid: u32) -> f64 {
         .sum();
     ticks / 100.0
 }
+
+/// Writes `files` into `dir` as kubelet updates a Secret volume: a new timestamped directory
+/// (`generation` names it), then an atomic swap of the `..data` symlink the visible names point
+/// through (created on the first call). cert-manager's rotations reach pods this way.
+pub fn kubelet_swap(
+    dir: &std::path::Path,
+    generation: u32,
+    files: &[(&str, &[u8])],
+) -> std::io::Result<()> {
+    let target = dir.join(format!("..2026_11_25_{generation:04}"));
+    std::fs::create_dir_all(&target)?;
+    for (name, contents) in files {
+        std::fs::write(target.join(name), contents)?;
+        let link = dir.join(name);
+        if std::fs::symlink_metadata(&link).is_err() {
+            std::os::unix::fs::symlink(format!("..data/{name}"), &link)?;
+        }
+    }
+    let tmp = dir.join("..data_tmp");
+    let _ = std::fs::remove_file(&tmp);
+    std::os::unix::fs::symlink(target.file_name().unwrap_or_default(), &tmp)?;
+    std::fs::rename(&tmp, dir.join("..data"))
+}

@@ -6,6 +6,7 @@
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use rustls::pki_types::CertificateDer;
@@ -429,4 +430,172 @@ async fn shutdown_lets_requests_in_flight_finish_then_closes() {
     let err = conn.request(&Request::Ping { nonce: 1 }).await.unwrap_err();
     assert!(conn.is_closed(), "{err}");
     assert!(err.to_string().contains("shutting down"), "{err}");
+}
+
+/// Reads one issued file's bytes (DevCa writes `stem.crt` and `stem.key` beside its `ca.crt`).
+fn bytes(path: &Path) -> Vec<u8> {
+    std::fs::read(path).unwrap()
+}
+
+/// Swaps `ca`, `tls.crt` and `tls.key` into the Secret directory `dir` as kubelet does.
+fn mount(dir: &Path, generation: u32, ca: &[u8], issued: &TlsFiles) {
+    telemesh_core::testing::kubelet_swap(
+        dir,
+        generation,
+        &[
+            ("ca.crt", ca),
+            ("tls.crt", &bytes(&issued.cert_chain)),
+            ("tls.key", &bytes(&issued.key)),
+        ],
+    )
+    .unwrap();
+}
+
+/// One request over a new connection (a new handshake), as a fresh coordinator would make it.
+async fn fresh_request(client: &QuicClient, addr: SocketAddr) -> Result<(), String> {
+    let conn = client
+        .connect(addr, "node-a")
+        .await
+        .map_err(|e| e.to_string())?;
+    let answer = conn.request(&Request::PodTelemetry).await;
+    conn.close();
+    match answer {
+        Ok(Response::PodTelemetry { .. }) => Ok(()),
+        other => Err(format!("{other:?}")),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn certificates_and_cas_reload_on_both_sides_when_the_secrets_rotate() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca1 = DevCa::create(&dir.path().join("ca1"), "first CA").unwrap();
+    let ca2 = DevCa::create(&dir.path().join("ca2"), "second CA").unwrap();
+    let (ca1_pem, ca2_pem) = (bytes(&ca1.ca_path()), bytes(&ca2.ca_path()));
+    let both = [ca1_pem.clone(), ca2_pem.clone()].concat();
+    let (agent_dir, coordinator_dir) = (dir.path().join("agent"), dir.path().join("coordinator"));
+    std::fs::create_dir_all(&agent_dir).unwrap();
+    std::fs::create_dir_all(&coordinator_dir).unwrap();
+    mount(
+        &agent_dir,
+        1,
+        &ca1_pem,
+        &ca1.issue("agent-1", &["node-a"]).unwrap(),
+    );
+    mount(
+        &coordinator_dir,
+        1,
+        &both,
+        &ca1.issue("coordinator-1", &["coordinator"]).unwrap(),
+    );
+    let server = serve(&TlsFiles::in_dir(&agent_dir), None);
+    // Its own cache, so each look at the served certificate is a new handshake.
+    let probe = client(tls::client_config(&TlsFiles::in_dir(&coordinator_dir)).unwrap());
+    let client = Arc::new(client(
+        tls::client_config(&TlsFiles::in_dir(&coordinator_dir)).unwrap(),
+    ));
+
+    // A client keeps making requests, each over a new handshake, while the agent's certificate
+    // is renewed twice (cert-manager renewing from the same CA): none fails.
+    let stop = CancellationToken::new();
+    let succeeded = Arc::new(AtomicU32::new(0));
+    let requester = {
+        let (client, stop, addr) = (client.clone(), stop.clone(), server.addr);
+        let succeeded = succeeded.clone();
+        tokio::spawn(async move {
+            let mut failed = Vec::new();
+            while !stop.is_cancelled() {
+                match fresh_request(&client, addr).await {
+                    Ok(()) => {
+                        succeeded.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Err(e) => failed.push(e),
+                }
+            }
+            failed
+        })
+    };
+    let some_requests = || {
+        let target = succeeded.load(Ordering::Relaxed) + 20;
+        let succeeded = succeeded.clone();
+        telemesh_core::testing::eventually("20 more requests", BOUND, move || {
+            let done = succeeded.load(Ordering::Relaxed) >= target;
+            async move { done.then_some(()) }
+        })
+    };
+    some_requests().await;
+    for generation in 2..=3 {
+        let before = served_certificate(&probe, server.addr).await;
+        let renewed = ca1
+            .issue(&format!("agent-{generation}"), &["node-a"])
+            .unwrap();
+        mount(&agent_dir, generation, &ca1_pem, &renewed);
+        // The next handshake presents the renewed certificate.
+        let served = served_certificate(&probe, server.addr).await;
+        assert_eq!(
+            served,
+            fingerprint_of(&renewed.cert_chain),
+            "generation {generation}"
+        );
+        assert_ne!(served, before);
+        some_requests().await;
+    }
+    stop.cancel();
+    let failed = requester.await.unwrap();
+    let ok = succeeded.load(Ordering::Relaxed);
+    println!(
+        "requests during two renewals: {ok} succeeded, {} failed",
+        failed.len()
+    );
+    assert!(
+        failed.is_empty(),
+        "{} of {} requests failed: {failed:?}",
+        failed.len(),
+        ok as usize + failed.len()
+    );
+    assert!(ok >= 60, "only {ok} requests made");
+
+    // The CA is replaced on the agent: the coordinator's certificate from the old CA is
+    // refused from the next handshake on...
+    mount(
+        &agent_dir,
+        4,
+        &ca2_pem,
+        &ca2.issue("agent-4", &["node-a"]).unwrap(),
+    );
+    let refused = fresh_request(&client, server.addr).await.unwrap_err();
+    assert!(
+        refused.contains("handshake") || refused.contains("certificate"),
+        "{refused}"
+    );
+    // ...and once the coordinator's Secret holds a certificate from the new CA, it is accepted,
+    // by the same running client.
+    mount(
+        &coordinator_dir,
+        2,
+        &both,
+        &ca2.issue("coordinator-2", &["coordinator"]).unwrap(),
+    );
+    fresh_request(&client, server.addr).await.unwrap();
+
+    probe.close().await;
+    client.close().await;
+    server.stop().await;
+}
+
+/// The fingerprint of the first certificate in a PEM file.
+fn fingerprint_of(path: &Path) -> String {
+    let cert = CertificateDer::pem_file_iter(path)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap();
+    tls::fingerprint(&cert)
+}
+
+/// The fingerprint of the certificate the agent presents on a new connection now.
+async fn served_certificate(client: &QuicClient, addr: SocketAddr) -> String {
+    let conn = client.connect(addr, "node-a").await.unwrap();
+    let served = conn.peer_fingerprint().unwrap();
+    conn.close();
+    served
 }

@@ -129,6 +129,18 @@ impl Exposition {
     pub fn sample_names(&self) -> impl Iterator<Item = &str> {
         self.series.keys().map(String::as_str)
     }
+
+    /// Every metric family with its type, as the `# TYPE` lines say.
+    pub fn families(&self) -> impl Iterator<Item = (&str, &Kind)> {
+        self.families.iter().map(|(n, k)| (n.as_str(), k))
+    }
+
+    /// The label names seen on the series of one sample name (`None`: no series).
+    pub fn label_names(&self, sample: &str) -> Option<BTreeSet<&str>> {
+        self.series
+            .get(sample)
+            .map(|labels| labels.keys().map(String::as_str).collect())
+    }
 }
 
 /// Splits a sample line into its name and labels (`name{a="b",...} value [timestamp]`).

@@ -5,6 +5,7 @@
 pub mod cluster;
 pub mod dashboard;
 pub mod mesh;
+pub mod metrics_reference;
 pub mod rpc;
 pub mod upstream;
 

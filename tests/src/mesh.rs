@@ -45,6 +45,8 @@ pub struct Coordinator {
     pub api: SocketAddr,
     /// `/metrics`, `/healthz`, `/readyz`.
     pub http: SocketAddr,
+    /// Its gossip socket.
+    pub gossip: SocketAddr,
 }
 
 impl Coordinator {
@@ -68,9 +70,25 @@ impl Coordinator {
 pub struct Mesh {
     /// Agent processes by node name.
     pub agents: BTreeMap<String, Process>,
+    /// Each agent's `/metrics`, `/healthz` address by node name.
+    pub agent_http: BTreeMap<String, SocketAddr>,
+    /// Each agent's gossip socket by node name.
+    pub agent_gossip: BTreeMap<String, SocketAddr>,
     /// Coordinator replicas.
     pub coordinators: Vec<Coordinator>,
     roots: BTreeMap<String, PathBuf>,
+    /// Each process's own gossip key file (as each pod mounts its Secret), by node name or
+    /// `coordinator-<r>`: all start with the same key.
+    key_files: BTreeMap<String, PathBuf>,
+    seed: String,
+    agent_args: Vec<String>,
+}
+
+/// A started agent: its process, gossip and HTTP addresses.
+struct Started {
+    process: Process,
+    gossip: String,
+    http: SocketAddr,
 }
 
 impl Mesh {
@@ -94,48 +112,22 @@ impl Mesh {
         coordinator_args: &[&str],
         replicas: usize,
     ) -> Self {
-        let keys = env.write_file("gossip.keys", GOSSIP_KEY);
-        let fixture = crate::upstream::workspace_root().join("agent/tests/fixtures/host-a/proc");
-        let mut agents = BTreeMap::new();
-        let mut roots = BTreeMap::new();
-        let mut seed: Option<String> = None;
+        let mut mesh = Self {
+            agents: BTreeMap::new(),
+            agent_http: BTreeMap::new(),
+            agent_gossip: BTreeMap::new(),
+            coordinators: Vec::new(),
+            roots: BTreeMap::new(),
+            key_files: BTreeMap::new(),
+            seed: String::new(),
+            agent_args: agent_args.iter().map(|a| (*a).to_owned()).collect(),
+        };
         for (node, metrics) in nodes {
-            let root = env.dir().join("hosts").join(node);
-            telemesh_core::testing::copy_tree(&fixture, &root.join("proc"))
-                .expect("copying the /proc fixture");
-            script_textfile(&root, metrics);
-            let mut cmd = Command::new(workspace_binary("telemesh-agent"));
-            cmd.args([
-                "--textfile-dir=/textfile",
-                "--log-format=json",
-                "--gossip-listen=127.0.0.1:0",
-                "--http-listen=127.0.0.1:0",
-                "--gossip-interval=100ms",
-                "--collect-interval=100ms",
-                "--policy-interval=300ms",
-            ])
-            .arg(format!("--node-name={node}"))
-            .arg(format!("--host-root={}", root.display()))
-            .arg(format!("--gossip-key-file={}", keys.display()))
-            .arg(format!("--kubeconfig={}", env.kubeconfig.display()))
-            .args(agent_args)
-            .env("RUST_LOG", "info");
-            if let Some(seed) = &seed {
-                cmd.arg(format!("--gossip-seeds={seed}"));
-            }
-            let mut agent = Process::spawn(&format!("telemesh-agent {node}"), cmd);
-            let gossip = agent
-                .wait_for_line("the agent's addresses", MESH_WAIT, |l| {
-                    log_field(l, "agent listening", "gossip.addr")
-                })
-                .await;
-            seed.get_or_insert(gossip);
-            agents.insert((*node).to_owned(), agent);
-            roots.insert((*node).to_owned(), root);
+            mesh.add_agent(env, node, metrics, &[]).await;
         }
-        let seed = seed.expect("a mesh has at least one node");
-        let mut coordinators = Vec::new();
+        let seed = mesh.seed.clone();
         for r in 0..replicas {
+            let keys = mesh.write_key_file(env, &format!("coordinator-{r}"));
             let mut cmd = Command::new(workspace_binary("telemesh-coordinator"));
             cmd.args([
                 "--log-format=json",
@@ -168,22 +160,120 @@ impl Mesh {
             let http = process
                 .wait_for_line("the metrics address", MESH_WAIT, addr("http.addr"))
                 .await;
-            coordinators.push(Coordinator {
+            let gossip = process
+                .wait_for_line("the gossip address", MESH_WAIT, addr("gossip.addr"))
+                .await;
+            mesh.coordinators.push(Coordinator {
                 process,
                 extender,
                 api,
                 http,
+                gossip,
             });
         }
-        let mesh = Self {
-            agents,
-            coordinators,
-            roots,
-        };
         for (node, _) in nodes {
             mesh.wait_node(node, |_| true).await;
         }
         mesh
+    }
+
+    /// Starts one more agent for `node` (its textfile scripted with `metrics` first), with the
+    /// mesh's agent arguments and `extra_args`, seeded from the first agent (or the seed itself
+    /// when it is the first). Returns once it listens; coordinators see it later
+    /// ([`Mesh::wait_node`]).
+    pub async fn add_agent(
+        &mut self,
+        env: &SimEnv,
+        node: &str,
+        metrics: &str,
+        extra_args: &[&str],
+    ) {
+        let keys = self.write_key_file(env, node);
+        let root = env.dir().join("hosts").join(node);
+        let fixture = crate::upstream::workspace_root().join("agent/tests/fixtures/host-a/proc");
+        telemesh_core::testing::copy_tree(&fixture, &root.join("proc"))
+            .expect("copying the /proc fixture");
+        script_textfile(&root, metrics);
+        let mut cmd = Command::new(workspace_binary("telemesh-agent"));
+        cmd.args([
+            "--textfile-dir=/textfile",
+            "--log-format=json",
+            "--gossip-listen=127.0.0.1:0",
+            "--http-listen=127.0.0.1:0",
+            "--gossip-interval=100ms",
+            "--collect-interval=100ms",
+            "--policy-interval=300ms",
+        ])
+        .arg(format!("--node-name={node}"))
+        .arg(format!("--host-root={}", root.display()))
+        .arg(format!("--gossip-key-file={}", keys.display()))
+        .arg(format!("--kubeconfig={}", env.kubeconfig.display()))
+        .args(&self.agent_args)
+        .args(extra_args)
+        .env("RUST_LOG", "info");
+        if !self.seed.is_empty() {
+            cmd.arg(format!("--gossip-seeds={}", self.seed));
+        }
+        let mut process = Process::spawn(&format!("telemesh-agent {node}"), cmd);
+        let (gossip, http) = process
+            .wait_for_line("the agent's addresses", MESH_WAIT, |l| {
+                let gossip = log_field(l, "agent listening", "gossip.addr")?;
+                let http = log_field(l, "agent listening", "http.addr")?.parse().ok()?;
+                Some((gossip, http))
+            })
+            .await;
+        let started = Started {
+            process,
+            gossip,
+            http,
+        };
+        if self.seed.is_empty() {
+            self.seed = started.gossip.clone();
+        }
+        self.agents.insert(node.to_owned(), started.process);
+        self.agent_http.insert(node.to_owned(), started.http);
+        if let Ok(gossip) = started.gossip.parse() {
+            self.agent_gossip.insert(node.to_owned(), gossip);
+        }
+        self.roots.insert(node.to_owned(), root);
+    }
+
+    fn write_key_file(&mut self, env: &SimEnv, name: &str) -> PathBuf {
+        let path = env.write_file(&format!("gossip-{name}.keys"), GOSSIP_KEY);
+        self.key_files.insert(name.to_owned(), path.clone());
+        path
+    }
+
+    /// The gossip key file of `name` (a node name, or `coordinator-<r>`), which that process
+    /// reloads when it changes.
+    pub fn key_file(&self, name: &str) -> &Path {
+        self.key_files
+            .get(name)
+            .unwrap_or_else(|| panic!("{name} is not in this mesh"))
+    }
+
+    /// The names of every process with a key file: agents, then coordinators.
+    pub fn members(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.agents.keys().cloned().collect();
+        names.extend((0..self.coordinators.len()).map(|r| format!("coordinator-{r}")));
+        names
+    }
+
+    /// `name`'s `/metrics` text (an agent's node name or `coordinator-<r>`; empty if it does
+    /// not answer).
+    pub async fn metrics_of(&self, name: &str) -> String {
+        let addr = match name.strip_prefix("coordinator-") {
+            Some(r) => {
+                let r: usize = r.parse().expect("coordinator-<number>");
+                self.coordinators[r].http
+            }
+            None => self.agent_http[name],
+        };
+        let url = format!("http://{addr}/metrics");
+        telemesh_sim::cluster::http::request(http::Method::GET, &url, None)
+            .await
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .unwrap_or_default()
     }
 
     /// Makes every node's pressure stall figures calm (`/proc/pressure/{cpu,memory,io}` at zero).

@@ -10,6 +10,8 @@
 //! - The real Prometheus (Debian's 2.42; scripts/test.sh installs it) scrapes the same
 //!   cluster, and every query evaluated through its HTTP API returns data. Skipped, saying so,
 //!   when no `prometheus` binary is found (`$TELEMESH_PROMETHEUS`, else `prometheus` on PATH).
+//! - The metric reference (docs/metrics.md) lists exactly the metrics each binary exports, with
+//!   their types and labels, checked against the same kind of cluster after the same scenario.
 //! - Each binary's process metrics are true of its process (RSS against /proc/<pid>/statm, CPU
 //!   time non-decreasing, open fds, start time) and its build-info gauge names it.
 #![allow(clippy::unwrap_used)]
@@ -32,6 +34,7 @@ use telemesh_tests::cluster::{
 };
 use telemesh_tests::dashboard::{self, Exposition, Query};
 use telemesh_tests::mesh::{Mesh, log_field};
+use telemesh_tests::metrics_reference;
 use telemesh_tests::{Process, SimEnv, eventually};
 use tokio::process::Command;
 
@@ -469,6 +472,42 @@ async fn every_dashboard_query_names_exported_metrics_and_returns_data() {
 }
 
 /// A figure of a `/metrics` text: the value of the first sample line starting with `series`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn metric_reference_lists_exactly_what_each_binary_exports() {
+    let text = std::fs::read_to_string(repo().join(metrics_reference::REFERENCE)).unwrap();
+    let reference = metrics_reference::parse(&text).unwrap();
+    let (_env, _parts, mut mesh, client) = start_cluster().await;
+    let agents = agent_http(&mut mesh).await;
+    let targets = targets(&mut mesh).await;
+    // After the scenario every labelled family has series, so their labels are compared too.
+    drive(&mesh, &agents, &client, None).await;
+    let mut found = Vec::new();
+    for binary in ["telemesh-agent", "telemesh-coordinator"] {
+        let mine: Vec<_> = targets
+            .iter()
+            .filter(|(name, ..)| name.split(' ').next() == Some(binary))
+            .cloned()
+            .collect();
+        assert!(!mine.is_empty(), "no {binary} in the mesh");
+        found.extend(metrics_reference::compare(
+            binary,
+            &reference,
+            &scrape(&mine).await,
+        ));
+    }
+    assert!(
+        found.is_empty(),
+        "{} does not match what the binaries export:\n  {}",
+        metrics_reference::REFERENCE,
+        found.join("\n  ")
+    );
+    eprintln!(
+        "{} metrics in {} match what the binaries export",
+        reference.len(),
+        metrics_reference::REFERENCE
+    );
+}
+
 fn figure(text: &str, series: &str) -> f64 {
     text.lines()
         .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))

@@ -525,31 +525,25 @@ async fn chart_values_render_what_they_promise() {
         }
     }
 
-    // ScavengerJobs: the threshold and measure reach the flags; without the Secret check the
-    // coordinator is given no Secret at all.
-    let secrets_rule = |docs: &[chart::Doc]| {
-        find(docs, "ClusterRole", "telemesh-coordinator")["rules"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|r| r["resources"] == json!(["secrets"]))
-    };
+    // ScavengerJobs: the threshold and measure reach the flags; the Secret check is on only
+    // where Secrets may be read, and they may be read only in the listed namespaces.
     let coord_args = |docs: &[chart::Doc]| {
         find(docs, "Deployment", "telemesh-coordinator")["spec"]["template"]["spec"]["containers"]
             [0]["args"]
             .clone()
     };
     let defaults = render(json!({}));
-    assert!(secrets_rule(&defaults));
+    assert_eq!(secret_grants(&defaults), Vec::<String>::new());
     let args = coord_args(&defaults);
     assert_eq!(flag(&args, "--scavenger-threshold"), Some("0.7"));
     assert_eq!(flag(&args, "--scavenger-use"), Some("requested"));
-    assert_eq!(flag(&args, "--scavenger-check-secrets"), Some("true"));
-    let strict =
-        render(json!({"scavengers": {"checkSecrets": false, "threshold": 0.5, "use": "both"}}));
-    assert!(!secrets_rule(&strict));
-    let args = coord_args(&strict);
     assert_eq!(flag(&args, "--scavenger-check-secrets"), Some("false"));
+    let checked = render(json!({"scavengers": {
+        "secretNamespaces": ["batch-a", "batch-b"], "threshold": 0.5, "use": "both"
+    }}));
+    assert_eq!(secret_grants(&checked), ["batch-a", "batch-b"]);
+    let args = coord_args(&checked);
+    assert_eq!(flag(&args, "--scavenger-check-secrets"), Some("true"));
     assert_eq!(flag(&args, "--scavenger-threshold"), Some("0.5"));
     assert_eq!(flag(&args, "--scavenger-use"), Some("both"));
 }
@@ -789,6 +783,84 @@ async fn rendered_objects_are_schema_valid() {
     assert!(err.contains("hostNetwrk"), "{err}");
 }
 
+/// The namespaces where the coordinator may read Secrets; panics if any grant reads them
+/// cluster-wide, lists or watches them.
+fn secret_grants(docs: &[chart::Doc]) -> Vec<String> {
+    let mut namespaces = Vec::new();
+    for g in grants(docs) {
+        let r = &g.rule;
+        let covers = |list: &[String], v: &str| list.iter().any(|x| x == "*" || x == v);
+        if !(covers(&r.api_groups, "") && covers(&r.resources, "secrets")) {
+            continue;
+        }
+        assert!(
+            !r.namespaces.is_empty(),
+            "{} reads Secrets cluster-wide ({})",
+            g.subject,
+            g.origin
+        );
+        assert_eq!(r.verbs, ["get"], "Secrets by name only ({})", g.origin);
+        assert!(
+            g.subject.ends_with(":telemesh-coordinator"),
+            "{} may read Secrets",
+            g.subject
+        );
+        namespaces.extend(r.namespaces.iter().cloned());
+    }
+    namespaces.sort();
+    namespaces
+}
+
+/// RBAC properties that hold for every rendering, whatever the binaries call: no wildcard, no
+/// Secret readable cluster-wide, the leader Lease limited to its own name (its create alone, as
+/// RBAC cannot limit a create by name), and names only where RBAC honours them.
+#[test]
+fn rbac_has_no_wildcard_no_cluster_wide_secret_and_names_the_lease() {
+    for values in [
+        json!({}),
+        json!({"scavengers": {"secretNamespaces": ["batch"]}}),
+        json!({"agent": {"checkpointMarkers": {"enabled": true}}}),
+    ] {
+        let docs = render(values.clone());
+        let grants = grants(&docs);
+        for g in &grants {
+            let r = &g.rule;
+            for list in [&r.verbs, &r.api_groups, &r.resources] {
+                assert!(!list.iter().any(|x| x == "*"), "{} ({values})", g.origin);
+            }
+            if !g.names.is_empty() {
+                for verb in ["create", "list", "watch", "deletecollection"] {
+                    assert!(
+                        !r.verbs.iter().any(|v| v == verb),
+                        "{verb} cannot be limited by resourceNames ({})",
+                        g.origin
+                    );
+                }
+            }
+        }
+        secret_grants(&docs);
+
+        let args = &find(&docs, "Deployment", "telemesh-coordinator")["spec"]["template"]["spec"]["containers"]
+            [0]["args"];
+        let lease = flag(args, "--leader-lease").unwrap();
+        let lease_ns = flag(args, "--leader-lease-namespace").unwrap();
+        let leases: Vec<&Grant> = grants
+            .iter()
+            .filter(|g| g.rule.resources.iter().any(|x| x == "leases"))
+            .collect();
+        assert!(!leases.is_empty(), "the coordinator's Lease is granted");
+        for g in leases {
+            assert!(g.subject.ends_with(":telemesh-coordinator"), "{}", g.origin);
+            assert_eq!(g.rule.namespaces, [lease_ns], "{}", g.origin);
+            if g.rule.verbs == ["create"] {
+                assert!(g.names.is_empty(), "{}", g.origin);
+            } else {
+                assert_eq!(g.names, [lease], "{} limited to the Lease's name", g.origin);
+            }
+        }
+    }
+}
+
 // === RBAC from running code ===
 
 /// One granted rule, expanded from a rendered (Cluster)Role and its binding.
@@ -796,6 +868,9 @@ async fn rendered_objects_are_schema_valid() {
 struct Grant {
     subject: String,
     rule: Rule,
+    /// The rule's resourceNames: sim's rules have none, so the rule above grants every name
+    /// and the audit checks afterwards that only these were used.
+    names: Vec<String>,
     origin: String,
 }
 
@@ -836,7 +911,7 @@ fn grants(docs: &[chart::Doc]) -> Vec<Grant> {
             );
             for (i, r) in role["rules"].as_array().unwrap().iter().enumerate() {
                 assert!(
-                    r.get("resourceNames").is_none() && r.get("nonResourceURLs").is_none(),
+                    r.get("nonResourceURLs").is_none(),
                     "sim's rules cannot express {r}"
                 );
                 let list = |k: &str| -> Vec<String> {
@@ -855,6 +930,9 @@ fn grants(docs: &[chart::Doc]) -> Vec<Grant> {
                         resources: list("resources"),
                         namespaces: namespaces.clone(),
                     },
+                    names: r
+                        .get("resourceNames")
+                        .map_or_else(Vec::new, |_| list("resourceNames")),
                     origin: format!("{role_kind} {} rule {i}", role_ref["name"]),
                 });
             }
@@ -1114,7 +1192,8 @@ fn pod_on(pods: &BTreeMap<String, String>, node: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rbac_grants_exactly_what_the_binaries_call() {
-    let docs = render(json!({}));
+    // Secrets checked in the namespace the ScavengerJobs below use, so that grant is exercised.
+    let docs = render(json!({"scavengers": {"secretNamespaces": [ACTIONS_NS]}}));
     let grants = grants(&docs);
     let agent = service_account("telemesh-agent");
     let coordinator = service_account("telemesh-coordinator");
@@ -1273,8 +1352,12 @@ async fn rbac_grants_exactly_what_the_binaries_call() {
         "--scavenger-admission-interval=200ms",
     ])
     .args(
-        ["--leader-lease", "--leader-lease-namespace"]
-            .map(|f| format!("{f}={}", flag(chart_args, f).unwrap())),
+        [
+            "--leader-lease",
+            "--leader-lease-namespace",
+            "--scavenger-check-secrets",
+        ]
+        .map(|f| format!("{f}={}", flag(chart_args, f).unwrap())),
     )
     .arg(format!("--gossip-seeds={gossip}"))
     .arg(format!("--gossip-key-file={}", keys.display()))
@@ -1631,6 +1714,26 @@ async fn rbac_grants_exactly_what_the_binaries_call() {
         unused.is_empty(),
         "granted but never used (remove them from the chart's RBAC, or exercise them here):\n  {}",
         unused.join("\n  ")
+    );
+    // (3) A rule limited to names was used on those names only (sim granted it for any name).
+    let mut outside = BTreeSet::new();
+    for g in grants.iter().filter(|g| !g.names.is_empty()) {
+        for d in &decisions {
+            let a = &d.attributes;
+            if d.user == g.subject
+                && g.rule.verbs.contains(&a.verb)
+                && g.rule.api_groups.contains(&a.group)
+                && g.rule.resources.contains(&a.resource)
+                && !g.names.contains(&a.name)
+            {
+                outside.insert(format!("{} ({}: {:?})", describe(d), g.origin, g.names));
+            }
+        }
+    }
+    assert!(
+        outside.is_empty(),
+        "calls outside the names their rule allows:\n  {}",
+        outside.into_iter().collect::<Vec<_>>().join("\n  ")
     );
     // Both components are covered, not just one.
     for who in ours {

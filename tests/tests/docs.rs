@@ -1,6 +1,6 @@
 //! What the documentation promises users, checked against what ships: the pod spec that makes a
 //! linked pod evictable by the Kubernetes descheduler is shown where users read about descheduler
-//! mode (README.md, deploy/README.md) and is exactly the one deploy/descheduler/policy.yaml's header
+//! mode (docs/agent.md, deploy/README.md) and is exactly the one deploy/descheduler/policy.yaml's header
 //! describes. The descheduler end-to-end test proves that affinity is what the descheduler acts on.
 
 use std::path::{Path, PathBuf};
@@ -94,7 +94,7 @@ fn descheduler_mode_pod_affinity_is_documented_where_users_read_it() {
         }],
         "the policy header shows `<policy> NotIn [violating]` for the example policy"
     );
-    for doc in ["README.md", "deploy/README.md"] {
+    for doc in ["docs/agent.md", "deploy/README.md"] {
         let shown: Vec<Vec<NodeSelectorRequirement>> = yaml_blocks(&read(doc))
             .iter()
             .filter_map(|block| serde_yaml_ng::from_str::<Json>(block).ok())

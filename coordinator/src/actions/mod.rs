@@ -11,10 +11,11 @@
 //! also guarding the telemetry API), [`fit`] (Bind's synchronous check) and [`callback`]
 //! (telling the caller an action ended). [`executor`] runs actions on the leader;
 //! [`placements`] keeps every replica's view of the
-//! placements actions ask for.
+//! placements actions ask for, and [`board`] the action queue the live page shows.
 
 pub mod accept;
 pub mod auth;
+pub mod board;
 pub mod callback;
 pub mod executor;
 pub mod fit;

@@ -1,23 +1,27 @@
 //! The placements actions ask for, as every replica's extender sees them: a watch of
 //! WorkloadActions keeps the active [`Placement`]s in memory, so the filter verb answers with no
-//! API call. Empty (the usual case) costs the filter one atomic load.
+//! API call. Empty (the usual case) costs the filter one atomic load. The same watch fills the
+//! action queue the live page shows ([`ActionBoard`]).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 use futures::StreamExt as _;
 use kube::runtime::watcher::{self, Event};
-use kube::{Api, Client, ResourceExt as _};
+use kube::{Api, Client};
 use telemesh_core::action::placement::{self, PodFacts};
 use telemesh_core::action::{Placement, WorkloadAction};
 use tokio_util::sync::CancellationToken;
+
+use super::board::{ActionBoard, key};
 
 /// Active placements by action (`namespace/name`).
 #[derive(Clone, Default)]
 pub struct Placements {
     active: Arc<ArcSwap<BTreeMap<String, Placement>>>,
     changed: Arc<tokio::sync::Notify>,
+    board: ActionBoard,
 }
 
 impl std::fmt::Debug for Placements {
@@ -71,6 +75,11 @@ impl Placements {
         }
     }
 
+    /// The action queue this watch fills.
+    pub fn board(&self) -> &ActionBoard {
+        &self.board
+    }
+
     /// How many placements are active.
     pub fn len(&self) -> usize {
         self.active.load().len()
@@ -99,7 +108,7 @@ impl Placements {
     pub async fn watch(self, client: Client, stop: CancellationToken) {
         let api = Api::<WorkloadAction>::all(client);
         let mut events = watcher::watcher(api, watcher::Config::default()).boxed();
-        let mut relisted: Option<BTreeMap<String, Placement>> = None;
+        let mut relisted: Option<(BTreeMap<String, Placement>, BTreeSet<String>)> = None;
         loop {
             let event = tokio::select! {
                 () = stop.cancelled() => return,
@@ -111,27 +120,34 @@ impl Placements {
                     tracing::warn!(error = %e, "watching WorkloadActions failed; retrying");
                     tokio::time::sleep(std::time::Duration::from_secs(1)).await;
                 }
-                Some(Ok(Event::Init)) => relisted = Some(BTreeMap::new()),
+                Some(Ok(Event::Init)) => relisted = Some((BTreeMap::new(), BTreeSet::new())),
                 Some(Ok(Event::InitApply(a))) => {
-                    if let (Some(list), Some(p)) = (&mut relisted, active_placement(&a)) {
-                        list.insert(key(&a), p);
+                    self.board.apply(&a);
+                    if let Some((list, seen)) = &mut relisted {
+                        seen.insert(key(&a));
+                        if let Some(p) = active_placement(&a) {
+                            list.insert(key(&a), p);
+                        }
                     }
                 }
                 Some(Ok(Event::InitDone)) => {
-                    if let Some(list) = relisted.take() {
+                    if let Some((list, seen)) = relisted.take() {
                         self.active.store(Arc::new(list));
                         self.changed.notify_waiters();
+                        self.board.retain(&seen);
                     }
                 }
-                Some(Ok(Event::Apply(a))) => self.set(key(&a), active_placement(&a)),
-                Some(Ok(Event::Delete(a))) => self.set(key(&a), None),
+                Some(Ok(Event::Apply(a))) => {
+                    self.board.apply(&a);
+                    self.set(key(&a), active_placement(&a));
+                }
+                Some(Ok(Event::Delete(a))) => {
+                    self.board.delete(&key(&a));
+                    self.set(key(&a), None);
+                }
             }
         }
     }
-}
-
-fn key(a: &WorkloadAction) -> String {
-    format!("{}/{}", a.namespace().unwrap_or_default(), a.name_any())
 }
 
 /// A placement counts while its action has not ended.

@@ -20,7 +20,10 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::service::TowerToHyperService;
 use rustls::pki_types::pem::PemObject as _;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-use rustls::server::WebPkiClientVerifier;
+use telemesh_core::door::Connections;
+use telemesh_core::tls_reload::{
+    self, CertResolver, ClientVerifier, MaterialError, Peer, Pem, TlsMaterial,
+};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -55,7 +58,8 @@ struct Shared {
 }
 
 /// The extender's routes. Bodies up to `max_body` bytes are read (full-node requests of
-/// thousands of nodes are tens of megabytes).
+/// thousands of nodes are tens of megabytes); the door in front
+/// ([`crate::doors::Doors::extender`]) enforces the same limit before the body is read.
 pub fn router(
     extender: Extender,
     metrics: ExtenderMetrics,
@@ -208,17 +212,19 @@ fn certs(
 }
 
 /// Builds the server configuration: TLS 1.2 and 1.3 (kube-scheduler speaks both), HTTP/1.1 only
-/// in ALPN (see below), and a client-certificate check when `client_ca` is set.
+/// in ALPN (see below), and a client-certificate check when `client_ca` is set. Certificate, key
+/// and client CA are reloaded when their files change (cert-manager rotations), from the next
+/// handshake on, without a restart and without touching open connections
+/// ([`telemesh_core::tls_reload`]).
 pub fn server_config(files: &TlsFiles) -> Result<Arc<rustls::ServerConfig>, TlsError> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let chain = certs(&files.cert, "certificate", "cert")?;
-    let key = PrivateKeyDer::from_pem_file(&files.key).map_err(|source| TlsError::Pem {
-        role: "private key",
-        flag: "key",
-        path: files.key.clone(),
-        source,
+    let mut paths = vec![files.cert.clone(), files.key.clone()];
+    paths.extend(files.client_ca.clone());
+    let (loaded_files, loaded_provider) = (files.clone(), provider.clone());
+    let tls = tls_reload::reloading("extender TLS files", paths, move || {
+        load_material(&loaded_files, &loaded_provider)
     })?;
-    let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
+    let builder = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .map_err(|source| TlsError::CertKey {
             cert: files.cert.clone(),
@@ -226,31 +232,11 @@ pub fn server_config(files: &TlsFiles) -> Result<Arc<rustls::ServerConfig>, TlsE
             source,
         })?;
     let builder = match &files.client_ca {
-        Some(ca) => {
-            let mut roots = rustls::RootCertStore::empty();
-            for cert in certs(ca, "client CA", "client-ca")? {
-                roots.add(cert).map_err(|e| TlsError::ClientCa {
-                    path: ca.clone(),
-                    reason: e.to_string(),
-                })?;
-            }
-            let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
-                .build()
-                .map_err(|e| TlsError::ClientCa {
-                    path: ca.clone(),
-                    reason: e.to_string(),
-                })?;
-            builder.with_client_cert_verifier(verifier)
-        }
+        Some(_) => builder.with_client_cert_verifier(Arc::new(ClientVerifier(tls.clone()))),
         None => builder.with_no_client_auth(),
     };
-    let mut config = builder
-        .with_single_cert(chain, key)
-        .map_err(|source| TlsError::CertKey {
-            cert: files.cert.clone(),
-            key: files.key.clone(),
-            source,
-        })?;
+    let mut config = builder.with_cert_resolver(Arc::new(CertResolver(tls)));
+    tls_reload::no_resumption(&mut config);
     // HTTP/1.1 only. kube-scheduler's extender client (Go net/http with HTTP/2 configured)
     // takes h2 when offered and then sends every call over one multiplexed connection: at 500
     // nodes it scheduled 321 pods/s over h2 against 512 over HTTP/1.1 with the same TLS, while
@@ -260,15 +246,62 @@ pub fn server_config(files: &TlsFiles) -> Result<Arc<rustls::ServerConfig>, TlsE
     Ok(Arc::new(config))
 }
 
+/// Reads and checks the extender's files (at start, and at each change).
+fn load_material(
+    files: &TlsFiles,
+    provider: &Arc<rustls::crypto::CryptoProvider>,
+) -> Result<TlsMaterial, TlsError> {
+    let chain = certs(&files.cert, "certificate", "cert")?;
+    let key = PrivateKeyDer::from_pem_file(&files.key).map_err(|source| TlsError::Pem {
+        role: "private key",
+        flag: "key",
+        path: files.key.clone(),
+        source,
+    })?;
+    let roots = match &files.client_ca {
+        Some(ca) => {
+            let mut roots = rustls::RootCertStore::empty();
+            for cert in certs(ca, "client CA", "client-ca")? {
+                roots.add(cert).map_err(|e| TlsError::ClientCa {
+                    path: ca.clone(),
+                    reason: e.to_string(),
+                })?;
+            }
+            Some(roots)
+        }
+        None => None,
+    };
+    let peer = if roots.is_some() {
+        Peer::Clients
+    } else {
+        Peer::Anonymous
+    };
+    TlsMaterial::build(Pem { chain, key, roots }, peer, provider).map_err(|e| match e {
+        MaterialError::CertKey(source) => TlsError::CertKey {
+            cert: files.cert.clone(),
+            key: files.key.clone(),
+            source,
+        },
+        other => TlsError::ClientCa {
+            path: files.client_ca.clone().unwrap_or_default(),
+            reason: other.to_string(),
+        },
+    })
+}
+
 /// Longest a TLS handshake may take.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Serves `router` on `listener` over TLS until `stop`, then lets open connections finish their
-/// requests. Connections are tracked by `tasks`.
+/// requests. Connections are tracked by `tasks`; HTTP/1.1 connections are served by
+/// `connections` (header deadline, client address). HTTP/2 is served only when the TLS
+/// configuration offers it in ALPN, which [`server_config`] never does (the throughput bench
+/// does, to compare).
 pub async fn serve_tls(
     listener: TcpListener,
     router: Router,
     tls: Arc<rustls::ServerConfig>,
+    connections: Connections,
     stop: CancellationToken,
     tasks: TaskTracker,
 ) {
@@ -288,6 +321,7 @@ pub async fn serve_tls(
             }
         };
         let (acceptor, router, stop) = (acceptor.clone(), router.clone(), stop.clone());
+        let connections = connections.clone();
         tasks.spawn(async move {
             let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
                 Ok(Ok(tls)) => tls,
@@ -300,6 +334,10 @@ pub async fn serve_tls(
                     return;
                 }
             };
+            if tls.get_ref().1.alpn_protocol() != Some(b"h2") {
+                connections.serve_connection(tls, peer, router, stop).await;
+                return;
+            }
             let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
             let conn = builder.serve_connection(TokioIo::new(tls), TowerToHyperService::new(router));
             tokio::pin!(conn);

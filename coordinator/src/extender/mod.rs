@@ -18,6 +18,7 @@
 //! a node without an estimate for the type); with a scheduleonmetric rule as well, the reply is
 //! `round((1 − w) · telemetry + w · r)` with `w = --reward-weight`, else `r` alone.
 
+pub mod decisions;
 pub mod filter;
 pub mod http;
 pub mod parse;
@@ -28,10 +29,9 @@ pub mod unsaved;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use telemesh_core::extender::{ExtenderFilterResult, ExtenderPreemptionArgs};
-use telemesh_core::gossip::schema::unix_ms;
 use telemesh_core::policy::{Policy, Unknown};
 
 use self::filter::FilterDecision;
@@ -140,6 +140,8 @@ pub struct Extender {
     pub victims: Arc<dyn VictimRanker>,
     /// Placements workload actions ask for.
     pub placements: Placements,
+    /// Recent answers, for the live page.
+    pub decisions: decisions::Decisions,
 }
 
 impl std::fmt::Debug for Extender {
@@ -168,6 +170,7 @@ impl Extender {
             settings,
             victims,
             placements: Placements::default(),
+            decisions: decisions::Decisions::default(),
         }
     }
 
@@ -193,6 +196,14 @@ impl Extender {
             reward,
         } = self.refuse(&args.pod, &args.candidates);
         let (passed, failed) = (decision.passed.len(), decision.failed.len());
+        if self.decisions.wants(failed > 0) {
+            self.decisions.record(decisions::filter(
+                unix_ms(SystemTime::now()),
+                &args.pod,
+                &args.candidates,
+                &decision,
+            ));
+        }
         if failed > 0 {
             tracing::debug!(
                 pod.namespace = %args.pod.namespace, pod.name = %args.pod.name,
@@ -220,7 +231,7 @@ impl Extender {
         let rules = policy.and_then(|p| p.dont_schedule.as_ref().map(|r| (p, r)));
         let floor = self.settings.rewards.floor;
         let view = (rules.is_some() || floor.is_some()).then(|| self.view.load());
-        let now_ms = unix_ms(SystemTime::now());
+        let now_ms = self.view.now_ms();
         let mut decision = match (rules, &view) {
             (Some((policy, rules)), Some(view)) => {
                 filter::filter(view, policy, rules, candidates, &self.settings, now_ms)
@@ -279,7 +290,7 @@ impl Extender {
             (o, _) => o,
         };
         let view = self.view.load();
-        let now_ms = unix_ms(SystemTime::now());
+        let now_ms = self.view.now_ms();
         let pod_type = self.rewarded_type(&view, &args.pod);
         if rule.is_none() && pod_type.is_none() {
             return Handled::new(ok(b"[]".to_vec()), outcome);
@@ -311,6 +322,15 @@ impl Extender {
                 (blended, Some(changed))
             }
         };
+        if self.decisions.wants(false) {
+            self.decisions.record(decisions::prioritize(
+                now_ms,
+                &args.pod,
+                &args.candidates,
+                &scores,
+                effect.is_some(),
+            ));
+        }
         let mut handled = Handled::new(ok(encode_priorities(&args.candidates, &scores)), outcome);
         handled.reward = effect.map(|changed| {
             if changed {
@@ -362,6 +382,19 @@ impl Extender {
             );
         }
         let (result, effect) = preempt::preempt(&args, &refused, &*self.victims);
+        if self.decisions.wants(true) {
+            let victims = result
+                .node_name_to_meta_victims
+                .iter()
+                .flatten()
+                .map(|(node, v)| (node.clone(), v.pods.len()));
+            self.decisions.record(decisions::preempt(
+                unix_ms(SystemTime::now()),
+                &pod,
+                refused.len(),
+                victims,
+            ));
+        }
         match serde_json::to_vec(&result) {
             Ok(body) => {
                 let mut handled = Handled::new(ok(body), outcome);

@@ -1,4 +1,4 @@
-//! Rewards in the extender (DESIGN "Rewards"): each candidate's reward score for the pod's type,
+//! Rewards in the extender (docs/architecture.md, "Learn"): each candidate's reward score for the pod's type,
 //! its blend with the telemetry score in prioritize, and the optional floor in filter. Pure: a
 //! snapshot, the candidates, the model and the clock in, scores or a decision out.
 //!

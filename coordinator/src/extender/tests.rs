@@ -149,6 +149,32 @@ fn filter_removes_violators_with_a_reason_naming_policy_rule_and_value() {
 }
 
 #[test]
+fn a_filter_that_removes_nodes_is_recorded_for_the_page_with_its_reasons() {
+    let ext = fresh(&[("n1", 50.0), ("n2", 5.0)]);
+    let h = ext.filter(&names_args(POLICY, &["n1", "n2"]));
+    assert_eq!((h.passed, h.failed), (1, 1));
+    let recent = ext.decisions.recent();
+    assert_eq!(recent.len(), 1, "{recent:?}");
+    let d = &recent[0];
+    assert_eq!(
+        (d.verb, d.pod.as_str(), d.summary.as_str()),
+        ("filter", "health-metric-demo/demo", "kept 1 of 2 nodes")
+    );
+    assert_eq!(d.reasons.len(), 1);
+    assert_eq!(d.reasons[0].node, "n2");
+    assert!(
+        d.reasons[0]
+            .reason
+            .contains("node_metric LessThan 10 (value 5)")
+    );
+    // Routine filters (nothing removed) are sampled, not all recorded.
+    for _ in 0..super::decisions::SAMPLE_EVERY * 2 {
+        ext.filter(&names_args(POLICY, &["n1"]));
+    }
+    assert_eq!(ext.decisions.recent().len(), 1 + 2);
+}
+
+#[test]
 fn full_node_requests_round_trip_the_real_types() {
     let ext = fresh(&[("n1", 50.0), ("n2", 5.0)]);
     let h = ext.filter(&full_args(POLICY, &["n1", "n2"]));

@@ -12,6 +12,7 @@
 use std::collections::{BTreeMap, HashSet};
 use std::fmt;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -23,11 +24,12 @@ use chitchat::{
 use tokio::sync::{Mutex, broadcast};
 
 use super::AbortOnDrop;
+use super::clock::{ClusterClock, LocalClock};
 use super::keyring::Keyring;
 use super::membership::Membership;
 use super::relay::{Protection, RelayConfig, RelayTransport, TransportCounters, TransportStats};
 use super::schema::{self, NodeState, Role, SchemaError, StateKey};
-use super::seal::Sealer;
+use super::seal::{Sealer, V1Frames};
 use crate::metric::{MetricName, Sample};
 
 /// Peers a leaving member pushes its `leaving` key to.
@@ -78,7 +80,16 @@ pub struct GossipConfig {
     pub tombstone_grace_period: Duration,
     /// Sealed or insecure.
     pub security: Security,
-    /// Relay table limits.
+    /// The file the sealed keyring came from: re-read when it changes (a Secret update), every
+    /// `key_reload_interval`.
+    pub key_file: Option<PathBuf>,
+    /// How often `key_file` is checked for changes.
+    pub key_reload_interval: Duration,
+    /// What to do with version 1 frames (a rolling upgrade; see [`super::seal`]).
+    pub v1_frames: V1Frames,
+    /// This member's own clock (shifted only by tests that play a wrong clock).
+    pub local_clock: LocalClock,
+    /// Relay table limits and the replay window.
     pub relay: RelayConfig,
     /// Longest [`GossipMember::shutdown`] waits for the `leaving` key to go out.
     pub leave_timeout: Duration,
@@ -108,6 +119,10 @@ impl GossipConfig {
             dead_node_grace_period: Duration::from_secs(5 * 60),
             tombstone_grace_period: Duration::from_secs(5 * 60),
             security,
+            key_file: None,
+            key_reload_interval: Duration::from_secs(5),
+            v1_frames: V1Frames::default(),
+            local_clock: LocalClock::default(),
             relay: RelayConfig::default(),
             leave_timeout: Duration::from_secs(1),
         }
@@ -322,6 +337,7 @@ pub struct GossipMember {
     role: Role,
     counters: Arc<TransportCounters>,
     sealer: Option<Sealer>,
+    clock: ClusterClock,
     events: broadcast::Sender<MembershipEvent>,
     /// Locked inside the chitchat lock, by the round's watcher and by every liveness read.
     membership: Arc<parking_lot::Mutex<Membership>>,
@@ -331,6 +347,7 @@ pub struct GossipMember {
     /// wait for its pushes to go out.
     counted: bool,
     _watcher: AbortOnDrop,
+    _key_reload: Option<AbortOnDrop>,
 }
 
 // === impl GossipMember ===
@@ -342,7 +359,8 @@ impl GossipMember {
     pub async fn start(config: GossipConfig) -> Result<Self> {
         let (protection, sealer) = match &config.security {
             Security::Sealed(keyring) => {
-                let sealer = Sealer::new(keyring.clone(), config.cluster_id.as_bytes().to_vec());
+                let sealer = Sealer::new(keyring.clone(), config.cluster_id.as_bytes().to_vec())
+                    .with_v1_frames(config.v1_frames);
                 tracing::info!(keys = ?keyring.fingerprints(), "gossip sealed; the first key seals");
                 (Protection::Sealed(sealer.clone()), Some(sealer))
             }
@@ -353,7 +371,9 @@ impl GossipMember {
                 (Protection::Plain, None)
             }
         };
-        let transport = RelayTransport::new(protection, config.relay.clone());
+        let clock = ClusterClock::new(config.local_clock);
+        let transport =
+            RelayTransport::new(protection, config.relay.clone()).with_clock(clock.clone());
         let bound = transport
             .prebind(config.listen_addr)
             .map_err(|source| GossipError::Bind {
@@ -361,7 +381,7 @@ impl GossipMember {
                 source,
             })?;
         let counters = transport.counters();
-        Self::spawn(config, bound, &transport, Some(counters), sealer).await
+        Self::spawn(config, bound, &transport, Some(counters), sealer, clock).await
     }
 
     /// Joins over a transport of the caller's, typically chitchat's in-process
@@ -370,7 +390,8 @@ impl GossipMember {
     /// one gossip interval (at most `leave_timeout`) for its pushes.
     pub async fn start_on(config: GossipConfig, transport: &dyn Transport) -> Result<Self> {
         let listen = config.listen_addr;
-        Self::spawn(config, listen, transport, None, None).await
+        let clock = ClusterClock::new(config.local_clock);
+        Self::spawn(config, listen, transport, None, None, clock).await
     }
 
     async fn spawn(
@@ -379,6 +400,7 @@ impl GossipMember {
         transport: &dyn Transport,
         counters: Option<Arc<TransportCounters>>,
         sealer: Option<Sealer>,
+        clock: ClusterClock,
     ) -> Result<Self> {
         let invalid = |field, problem| Err(GossipError::Config { field, problem });
         if config.node_name.is_empty() {
@@ -430,6 +452,14 @@ impl GossipMember {
             config.gossip_interval,
         ));
         let id = MemberId::from(&chitchat_id);
+        let key_reload = match (&sealer, &config.key_file) {
+            (Some(sealer), Some(path)) => Some(AbortOnDrop(tokio::spawn(reload_keyring(
+                sealer.clone(),
+                path.clone(),
+                config.key_reload_interval,
+            )))),
+            _ => None,
+        };
         tracing::info!(member = %id, role = %config.role, seeds = ?config.seeds, "gossip member started");
         Ok(Self {
             handle: Some(handle),
@@ -439,12 +469,34 @@ impl GossipMember {
             counted: counters.is_some(),
             counters: counters.unwrap_or_default(),
             sealer,
+            clock,
             events,
             membership,
             gossip_interval: config.gossip_interval,
             leave_timeout: config.leave_timeout,
             _watcher: AbortOnDrop(watcher),
+            _key_reload: key_reload,
         })
+    }
+
+    /// The cluster clock: the local clock corrected by the peers' send times. Stamp figures
+    /// with it (agents) and age them with it (observers).
+    pub fn clock(&self) -> ClusterClock {
+        self.clock.clone()
+    }
+
+    /// The keyring's fingerprints now, primary first (empty when insecure).
+    pub fn key_fingerprints(&self) -> Vec<String> {
+        self.sealer
+            .as_ref()
+            .map(|s| {
+                s.keyring()
+                    .fingerprints()
+                    .into_iter()
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .unwrap_or_default()
     }
 
     /// This member's identity.
@@ -717,6 +769,39 @@ fn describe(
     }
 }
 
+/// Re-reads the key file whenever it changes (a Secret update: kubelet swaps the files in within
+/// about a minute) and gives the sealer the new keyring, so a rotation needs no restart. A file
+/// that does not parse keeps the current keyring (logged); the next change is tried again.
+async fn reload_keyring(sealer: Sealer, path: PathBuf, every: Duration) {
+    let files = crate::reload::Watched::new(vec![path.clone()]);
+    let mut tick = tokio::time::interval(every.max(Duration::from_millis(10)));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // The first look compares keys rather than the signature: the file may have changed
+    // between the start-up read and this task's first signature.
+    let mut first = true;
+    loop {
+        tick.tick().await;
+        if !std::mem::take(&mut first) && !files.changed() {
+            continue;
+        }
+        match Keyring::load(&path) {
+            Ok(keyring) if keyring.fingerprints() == sealer.keyring().fingerprints() => {}
+            Ok(keyring) => {
+                tracing::info!(
+                    keys = ?keyring.fingerprints(),
+                    gossip.key_file = %path.display(),
+                    "gossip keyring reloaded; the first key seals"
+                );
+                sealer.replace_keyring(keyring);
+            }
+            Err(error) => tracing::warn!(
+                %error,
+                "gossip key file changed but does not load; keeping the current keyring"
+            ),
+        }
+    }
+}
+
 /// Reports membership changes once per gossip round (chitchat updates liveness once a round),
 /// for listeners when nobody reads members.
 async fn watch_membership(
@@ -754,6 +839,32 @@ mod tests {
         let err = GossipMember::start(c).await.unwrap_err();
         assert_eq!(err.kind(), "no_advertise");
         assert!(err.to_string().contains("--gossip-advertise"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn the_key_file_is_reloaded_when_it_changes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("keys");
+        let (a, b) = (
+            Keyring::generate_line().unwrap(),
+            Keyring::generate_line().unwrap(),
+        );
+        std::fs::write(&path, format!("{a}\n")).unwrap();
+        let mut c = config("n1");
+        c.security = Security::Sealed(Keyring::load(&path).unwrap());
+        c.key_file = Some(path.clone());
+        c.key_reload_interval = Duration::from_millis(20);
+        let member = GossipMember::start(c).await.unwrap();
+        let before = member.key_fingerprints();
+        assert_eq!(before.len(), 1);
+        std::fs::write(&path, format!("{b}\n{a}\n")).unwrap();
+        let after = crate::testing::eventually("the new keyring", Duration::from_secs(5), || {
+            let fps = member.key_fingerprints();
+            async move { (fps.len() == 2).then_some(fps) }
+        })
+        .await;
+        assert_eq!(after[1], before[0], "the old key is second: it still opens");
+        assert_ne!(after[0], before[0], "the new key seals");
     }
 
     #[tokio::test]

@@ -2,24 +2,31 @@
 //!
 //! - [`schema`]: the keys a node publishes and how readers parse them (pure, no I/O).
 //! - [`keyring`] and [`seal`]: the AEAD keys from a mounted Secret and the datagram framing.
+//! - [`replay`] and [`clock`]: stale and repeated datagrams refused; clock skew estimated from
+//!   the frames' send times and corrected.
 //! - [`relay`]: the transport adapter that seals chitchat's datagrams at a socket we own.
 //! - [`member`]: one chitchat member (agent or observer) with publish, read, watch and leave.
 //! - `membership`: the failure detector's live set diffed into membership events.
 
+pub mod clock;
 pub mod keyring;
 pub mod member;
 mod membership;
 pub mod relay;
+pub mod replay;
 pub mod schema;
 pub mod seal;
 
+pub use clock::{ClusterClock, LocalClock};
 pub use keyring::{Keyring, KeyringError};
 pub use member::{
     GossipConfig, GossipError, GossipMember, KeyChange, KeySubscription, Liveness, Member,
     MemberId, MembershipEvent, Security,
 };
 pub use relay::{DropReason, RelayConfig, TransportCounters, TransportStats};
+pub use replay::ReplayConfig;
 pub use schema::{MetricValue, NodeState, Role, SCHEMA_VERSION, StateKey};
+pub use seal::V1Frames;
 
 /// Aborts a task when dropped, so no task outlives its owner.
 pub(crate) struct AbortOnDrop(pub(crate) tokio::task::JoinHandle<()>);

@@ -11,8 +11,10 @@
 //!  chitchat ◀─recv(P)── [RelaySocket maps R_P→P] ◀──inner.recv()───── R_P ◀─open── public ◀── P
 //! ```
 //!
-//! A datagram that does not open is dropped and counted by reason; so is anything reaching the
-//! inner or a relay socket from an address that is not ours. Relays are bounded
+//! A datagram that does not open, or that opens but is stale or a replay ([`super::replay`]), is
+//! dropped and counted by reason; so is anything reaching the inner or a relay socket from an
+//! address that is not ours. Every fresh sealed datagram also gives a clock-offset sample of its
+//! sender ([`super::clock`]), which corrects the transport's [`ClusterClock`]. Relays are bounded
 //! ([`RelayConfig::max_peers`], least recently used closed first) and closed when idle. Plain
 //! mode (`--insecure-gossip`) runs the same path without sealing. Counting happens here, where
 //! the events happen; [`TransportCounters`] is shared with whoever exports metrics.
@@ -33,6 +35,8 @@ use tokio::net::UdpSocket;
 use tokio::sync::watch;
 
 use super::AbortOnDrop;
+use super::clock::{ClusterClock, OffsetSamples};
+use super::replay::{ReplayConfig, ReplayGuard, Verdict};
 use super::seal::{MAX_DATAGRAM, OpenError, SealError, Sealer};
 
 /// Receive buffers hold any UDP payload.
@@ -54,6 +58,8 @@ pub struct RelayConfig {
     pub max_peers: usize,
     /// A relay unused for this long is closed (it reopens on the next datagram).
     pub idle_timeout: Duration,
+    /// Replay window and cache bound (sealed transports).
+    pub replay: ReplayConfig,
 }
 
 impl Default for RelayConfig {
@@ -61,6 +67,7 @@ impl Default for RelayConfig {
         Self {
             max_peers: 1024,
             idle_timeout: Duration::from_secs(60),
+            replay: ReplayConfig::default(),
         }
     }
 }
@@ -84,13 +91,18 @@ pub enum DropReason {
     RelayUnavailable,
     /// The random generator failed to make a nonce.
     SealFailed,
+    /// Received, opened, and its nonce was seen before inside the replay window.
+    Replayed,
+    /// Received, opened, and sent outside the replay window (a replay of an old datagram, or a
+    /// sender whose clock is off by more than the window).
+    Stale,
 }
 
 // === impl DropReason ===
 
 impl DropReason {
     /// Every reason, in counter order.
-    pub const ALL: [Self; 8] = [
+    pub const ALL: [Self; 10] = [
         Self::TooShort,
         Self::BadVersion,
         Self::NoKeyOpens,
@@ -99,6 +111,8 @@ impl DropReason {
         Self::SendFailed,
         Self::RelayUnavailable,
         Self::SealFailed,
+        Self::Replayed,
+        Self::Stale,
     ];
 
     /// A bounded label for metrics.
@@ -112,6 +126,8 @@ impl DropReason {
             Self::SendFailed => "send_failed",
             Self::RelayUnavailable => "relay_unavailable",
             Self::SealFailed => "seal_failed",
+            Self::Replayed => "replayed",
+            Self::Stale => "stale",
         }
     }
 
@@ -140,6 +156,7 @@ pub struct TransportCounters {
     relays_opened: AtomicU64,
     relays_closed: AtomicU64,
     relays_evicted: AtomicU64,
+    v1_frames: AtomicU64,
     dropped: [AtomicU64; DropReason::ALL.len()],
 }
 
@@ -158,6 +175,8 @@ pub struct TransportStats {
     pub relays_open: u64,
     /// Relays closed because the table was full.
     pub relays_evicted: u64,
+    /// Version 1 frames (no replay check) opened during a rolling upgrade.
+    pub v1_frames: u64,
     /// Drops by reason, indexed like [`DropReason::ALL`].
     pub dropped: [u64; DropReason::ALL.len()],
 }
@@ -175,6 +194,7 @@ impl TransportCounters {
             datagrams_out: load(&self.datagrams_out),
             relays_open: load(&self.relays_opened).saturating_sub(load(&self.relays_closed)),
             relays_evicted: load(&self.relays_evicted),
+            v1_frames: load(&self.v1_frames),
             dropped: std::array::from_fn(|i| load(&self.dropped[i])),
         }
     }
@@ -222,6 +242,7 @@ pub struct RelayTransport {
     protection: Protection,
     config: RelayConfig,
     counters: Arc<TransportCounters>,
+    clock: ClusterClock,
     prebound: Mutex<Option<std::net::UdpSocket>>,
 }
 
@@ -234,8 +255,16 @@ impl RelayTransport {
             protection,
             config,
             counters: Arc::default(),
+            clock: ClusterClock::default(),
             prebound: Mutex::new(None),
         }
+    }
+
+    /// Uses `clock`: its local clock stamps and judges frames, and its correction follows the
+    /// peers' send times.
+    pub fn with_clock(mut self, clock: ClusterClock) -> Self {
+        self.clock = clock;
+        self
     }
 
     /// Returns the counters every socket opened by this transport updates.
@@ -281,6 +310,9 @@ impl RelayTransport {
             public,
             inner_addr,
             epoch: tokio::time::Instant::now(),
+            clock: self.clock.clone(),
+            replay: Mutex::new(ReplayGuard::new(self.config.replay)),
+            offsets: Mutex::default(),
             scratch: Mutex::new(Scratch {
                 buf: vec![0; RECV_BUF],
                 frame: Vec::with_capacity(RECV_BUF),
@@ -335,6 +367,9 @@ struct Plumbing {
     public: UdpSocket,
     inner_addr: SocketAddr,
     epoch: tokio::time::Instant,
+    clock: ClusterClock,
+    replay: Mutex<ReplayGuard>,
+    offsets: Mutex<OffsetSamples>,
     scratch: Mutex<Scratch>,
 }
 
@@ -343,20 +378,55 @@ impl Plumbing {
         u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX)
     }
 
+    /// Judges an opened frame's stamp: replayed or stale ones are refused; a fresh one is
+    /// remembered and gives a clock sample of `peer`. Version 1 frames (no stamp) pass, counted.
+    fn admit(&self, stamp: Option<super::seal::Stamp>, peer: SocketAddr) -> Result<(), DropReason> {
+        let Some(stamp) = stamp else {
+            self.counters.v1_frames.fetch_add(1, Ordering::Relaxed);
+            return Ok(());
+        };
+        let now_ms = self.clock.local().now_ms();
+        let verdict = self
+            .replay
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .check(stamp.sent_ms, stamp.nonce, now_ms);
+        match verdict {
+            Verdict::Replayed => return Err(DropReason::Replayed),
+            Verdict::Stale => return Err(DropReason::Stale),
+            Verdict::Fresh => {}
+        }
+        let mut offsets = self.offsets.lock().unwrap_or_else(PoisonError::into_inner);
+        offsets.record(peer, stamp.sent_ms, now_ms);
+        let current = self.clock.correction_ms();
+        let correction = offsets.correction(now_ms, current);
+        if correction != current {
+            tracing::info!(
+                correction_ms = correction,
+                previous_ms = current,
+                "clock offset from the gossip peers changed; figures are stamped and aged in cluster time"
+            );
+            self.clock.set_correction_ms(correction);
+        }
+        Ok(())
+    }
+
     /// Seals (or not) one datagram from chitchat and sends it to `peer` from the public socket,
     /// without waiting: a full send buffer drops the datagram, as the network would.
     fn send_out(&self, plaintext: &[u8], peer: SocketAddr, frame: &mut Vec<u8>) {
         let bytes: &[u8] = match &self.protection {
             Protection::Plain => plaintext,
-            Protection::Sealed(sealer) => match sealer.seal(plaintext, frame) {
-                Ok(()) => frame,
-                Err(SealError::TooLarge { .. }) => {
-                    return self.counters.drop_datagram(DropReason::Oversize, peer);
+            Protection::Sealed(sealer) => {
+                match sealer.seal(plaintext, self.clock.local().now_ms(), frame) {
+                    Ok(()) => frame,
+                    Err(SealError::TooLarge { .. }) => {
+                        return self.counters.drop_datagram(DropReason::Oversize, peer);
+                    }
+                    Err(SealError::Random) => {
+                        return self.counters.drop_datagram(DropReason::SealFailed, peer);
+                    }
                 }
-                Err(SealError::Random) => {
-                    return self.counters.drop_datagram(DropReason::SealFailed, peer);
-                }
-            },
+            }
         };
         if bytes.len() > MAX_DATAGRAM {
             return self.counters.drop_datagram(DropReason::Oversize, peer);
@@ -571,7 +641,13 @@ async fn relay_in(relays: Arc<Relays>, fatal: watch::Sender<Option<String>>) {
         let datagram: &[u8] = match &plumbing.protection {
             Protection::Plain => &buf[..n],
             Protection::Sealed(sealer) => match sealer.open(&buf[..n], &mut opened) {
-                Ok(plain) => plain,
+                Ok(frame) => match plumbing.admit(frame.stamp, from) {
+                    Ok(()) => frame.plain,
+                    Err(reason) => {
+                        plumbing.counters.drop_datagram(reason, from);
+                        continue;
+                    }
+                },
                 Err(e) => {
                     plumbing.counters.drop_datagram(e.into(), from);
                     continue;
@@ -722,7 +798,7 @@ mod tests {
             .send_to(&bad_version, socket.public_addr)
             .await
             .unwrap();
-        bad_version[0] = 1;
+        bad_version[0] = crate::gossip::seal::FRAME_VERSION;
         probe
             .send_to(&bad_version, socket.public_addr)
             .await
@@ -742,10 +818,43 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn replayed_and_stale_datagrams_are_dropped_and_fresh_ones_kept() {
+        let (socket, counters) = open(sealed(1), RelayConfig::default()).await;
+        let Protection::Sealed(peer) = sealed(1) else {
+            unreachable!()
+        };
+        let now = crate::gossip::clock::LocalClock::default().now_ms();
+        let mut fresh = Vec::new();
+        peer.seal(b"syn", now, &mut fresh).unwrap();
+        let mut stale = Vec::new();
+        peer.seal(b"old syn", now - 6 * 60 * 1_000, &mut stale)
+            .unwrap();
+        let probe = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        for frame in [&fresh, &fresh, &stale, &fresh] {
+            probe.send_to(frame, socket.public_addr).await.unwrap();
+        }
+        crate::testing::eventually("replays and stale dropped", Duration::from_secs(5), || {
+            let s = counters.snapshot();
+            let done = s.dropped(DropReason::Replayed) == 2 && s.dropped(DropReason::Stale) == 1;
+            async move { done.then_some(()) }
+        })
+        .await;
+        let s = counters.snapshot();
+        assert_eq!(s.datagrams_in, 4);
+        assert_eq!(
+            s.relays_open, 1,
+            "the fresh datagram went through to chitchat"
+        );
+        let dropped: u64 = s.dropped.iter().sum();
+        assert_eq!(dropped, 3, "only the replays and the stale one: {s:?}");
+    }
+
+    #[tokio::test]
     async fn relays_are_bounded_and_closed_when_idle() {
         let config = RelayConfig {
             max_peers: 2,
             idle_timeout: Duration::from_millis(200),
+            ..RelayConfig::default()
         };
         let (socket, counters) = open(Protection::Plain, config).await;
         for port in [1001u16, 1002, 1003] {

@@ -9,8 +9,8 @@
 //! | `quic` | `<ip>:<port>` where the agent's QUIC server answers | agents with QUIC on |
 //! | `m:<metric name>` | `<value>@<unix ms>` ([`MetricValue`]) | agents |
 //! | `s:<pod uid>` | a scavenger pod's job, last checkpoint and requests ([`ScavengerPod`]) | agents |
-//! | `r:<...>` | reserved for rewards | later |
-//! | `v:<...>` | reserved for policy violations | later |
+//! | `r:<namespace>/<pod type>` | the type's decayed reward evidence, `<good>,<bad>@<unix ms>` | agents |
+//! | `v:<namespace>/<policy>` | the policy's violated strategies | agents |
 //!
 //! **Age.** A metric's age travels inside its value, `"0.42@1767225600123"`: 14 bytes more per
 //! *changed* metric. The alternative, one per-node `ts` key stamped every collection tick, would

@@ -61,6 +61,17 @@ impl Connection {
         self.inner.remote_address()
     }
 
+    /// The SHA-256 fingerprint ([`super::tls::fingerprint`]) of the certificate the agent
+    /// presented on this connection.
+    pub fn peer_fingerprint(&self) -> Option<String> {
+        let certs = self
+            .inner
+            .peer_identity()?
+            .downcast::<Vec<rustls::pki_types::CertificateDer<'static>>>()
+            .ok()?;
+        certs.first().map(super::tls::fingerprint)
+    }
+
     /// Whether the connection has ended (closed by either side, timed out, or lost).
     pub fn is_closed(&self) -> bool {
         self.inner.close_reason().is_some()

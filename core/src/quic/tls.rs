@@ -7,7 +7,8 @@
 //! (the agent's node name, or an IP address, as a SAN).
 //!
 //! The files come from a mounted Secret; [`TlsFiles::in_dir`] names the usual layout
-//! (`ca.crt`, `tls.crt`, `tls.key`).
+//! (`ca.crt`, `tls.crt`, `tls.key`). Both sides reload them when they change (cert-manager
+//! rotations), from the next handshake on, through [`crate::tls_reload`].
 
 use std::fs;
 use std::io::Write;
@@ -21,8 +22,12 @@ use rcgen::{
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::{self, PemObject};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-use rustls::server::WebPkiClientVerifier;
 use rustls::{ClientConfig, RootCertStore, ServerConfig};
+
+use crate::tls_reload::{
+    self, CertResolver, ClientVerifier, MaterialError, Peer, Pem, ReloadingTls, ServerVerifier,
+    TlsMaterial,
+};
 
 /// The ALPN protocol both sides offer; a peer speaking anything else fails the handshake.
 pub const ALPN: &[u8] = b"telemesh/1";
@@ -152,48 +157,66 @@ pub fn provider() -> Arc<CryptoProvider> {
 }
 
 /// The server (agent) side: presents `cert_chain`/`key`, requires a client certificate chaining
-/// to `ca`.
+/// to `ca`; all three are reloaded when they change.
 pub fn server_config(files: &TlsFiles) -> Result<Arc<ServerConfig>, TlsError> {
-    let material = Material::load(files)?;
-    let provider = provider();
-    let verifier = WebPkiClientVerifier::builder_with_provider(
-        Arc::new(material.roots.clone()),
-        provider.clone(),
-    )
-    .build()
-    .map_err(|source| TlsError::Verifier {
-        path: files.ca.clone(),
-        source,
-    })?;
-    let mut config = ServerConfig::builder_with_provider(provider)
+    let tls = reloading(files, Peer::Clients)?;
+    let mut config = ServerConfig::builder_with_provider(provider())
         .with_protocol_versions(&[&rustls::version::TLS13])
         .map_err(TlsError::Protocol)?
-        .with_client_cert_verifier(verifier)
-        .with_single_cert(material.chain, material.key)
-        .map_err(|source| TlsError::CertKey {
-            cert: files.cert_chain.clone(),
-            key: files.key.clone(),
-            source,
-        })?;
+        .with_client_cert_verifier(Arc::new(ClientVerifier(tls.clone())))
+        .with_cert_resolver(Arc::new(CertResolver(tls)));
+    tls_reload::no_resumption(&mut config);
     config.alpn_protocols = vec![ALPN.to_vec()];
     Ok(Arc::new(config))
 }
 
-/// The client (coordinator) side: presents `cert_chain`/`key`, trusts only `ca` for the server.
+/// The client (coordinator) side: presents `cert_chain`/`key`, trusts only `ca` for the server;
+/// all three are reloaded when they change.
 pub fn client_config(files: &TlsFiles) -> Result<Arc<ClientConfig>, TlsError> {
-    let material = Material::load(files)?;
+    let tls = reloading(files, Peer::Server)?;
     let mut config = ClientConfig::builder_with_provider(provider())
         .with_protocol_versions(&[&rustls::version::TLS13])
         .map_err(TlsError::Protocol)?
-        .with_root_certificates(material.roots)
-        .with_client_auth_cert(material.chain, material.key)
-        .map_err(|source| TlsError::CertKey {
-            cert: files.cert_chain.clone(),
-            key: files.key.clone(),
-            source,
-        })?;
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(ServerVerifier(tls.clone())))
+        .with_client_cert_resolver(Arc::new(CertResolver(tls)));
+    // Every handshake checks the agent's certificate against the CA as the files hold it now.
+    config.resumption = rustls::client::Resumption::disabled();
     config.alpn_protocols = vec![ALPN.to_vec()];
     Ok(Arc::new(config))
+}
+
+/// The files' material, loaded now and again whenever they change.
+fn reloading(files: &TlsFiles, peer: Peer) -> Result<ReloadingTls, TlsError> {
+    let paths = vec![
+        files.ca.clone(),
+        files.cert_chain.clone(),
+        files.key.clone(),
+    ];
+    let (files, provider) = (files.clone(), provider());
+    tls_reload::reloading("QUIC TLS files", paths, move || {
+        let material = Material::load(&files)?;
+        let pem = Pem {
+            chain: material.chain,
+            key: material.key,
+            roots: Some(material.roots),
+        };
+        TlsMaterial::build(pem, peer, &provider).map_err(|e| match e {
+            MaterialError::CertKey(source) => TlsError::CertKey {
+                cert: files.cert_chain.clone(),
+                key: files.key.clone(),
+                source,
+            },
+            MaterialError::ClientVerifier(source) => TlsError::Verifier {
+                path: files.ca.clone(),
+                source,
+            },
+            MaterialError::NoRoots => TlsError::Verifier {
+                path: files.ca.clone(),
+                source: rustls::server::VerifierBuilderError::NoRootAnchors,
+            },
+        })
+    })
 }
 
 /// SHA-256 of a certificate's DER, as lowercase hex: what the server logs to identify a peer.

@@ -1,6 +1,6 @@
 //! Rewards: what a node does to the pods of one type, learnt at run time (kubeRL's idea, done
 //! right). Three pure parts:
-//! - [`pod_type`]: which type a pod is (an explicit label, kubeRL's labels, else its workload);
+//! - [`pod_type`](mod@pod_type): which type a pod is (an explicit label, kubeRL's labels, else its workload);
 //! - [`signal`]: what an observation of a pod is worth (a reward in [0, 1] and a weight);
 //! - [`estimate`]: per (type, node), a Beta posterior whose counts halve every half-life, so
 //!   few or old observations weigh little, a node that stopped failing is tried again, and the

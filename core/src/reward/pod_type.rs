@@ -1,4 +1,4 @@
-//! A pod's type (DESIGN "Rewards"): the `telemesh.io/pod-type` label, else kubeRL's order
+//! A pod's type (docs/architecture.md, "Learn"): the `telemesh.io/pod-type` label, else kubeRL's order
 //! (`podtype`, `app`, `name` labels), else its owning workload (a ReplicaSet's Deployment, a
 //! Job, a StatefulSet, ...), else the pod's own name. Types are per namespace: the result is
 //! `<namespace>/<type>`, so two teams' `app: web` never share a reward.

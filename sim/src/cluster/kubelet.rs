@@ -93,7 +93,7 @@ impl Backoff {
 pub struct Kubelet {
     /// Node name.
     pub node: String,
-    /// Third octet of the node's pod IPs (10.244.<n>.x).
+    /// Third octet of the node's pod IPs (`10.244.<n>.x`).
     pub index: u8,
     /// Crash back-off.
     pub backoff: Backoff,

@@ -13,9 +13,11 @@
 //! wins): a model of the waste, not of the job's result.
 //!
 //! At each checkpoint the stand-in touches the pod's checkpoint marker where the kubelet keeps
-//! its `emptyDir` ([`checkpoint_file_on_host`] under `<host root>/var/lib/kubelet`) when the pod
-//! has the [`CHECKPOINT_VOLUME`] volume and the kubelet was given its node's host root, so
-//! agents observe checkpoints as on a real node. The pod's directory goes when the pod does.
+//! its `emptyDir`
+//! ([`checkpoint_file_on_host`](telemesh_core::scavenge::checkpoint_file_on_host) under
+//! `<host root>/var/lib/kubelet`) when the pod has the [`CHECKPOINT_VOLUME`] volume and the
+//! kubelet was given its node's host root, so agents observe checkpoints as on a real node. The
+//! pod's directory goes when the pod does.
 //!
 //! Figures ([`Report`]) are served as JSON at [`WORKLOADS_PATH`] on sim's address.
 

@@ -233,6 +233,9 @@ pub async fn run(args: DevArgs) -> anyhow::Result<bool> {
         story.say(&format!(
             "the coordinators' JSON API Service: http://{api_service_addr} (curl http://{api_service_addr}/api/v1/nodes)"
         ));
+        story.say(&format!(
+            "the live cluster page: http://{api_service_addr}/ (open it in a browser; it updates itself)"
+        ));
 
         story.say(&format!(
             "the API server is up: kubectl --kubeconfig {} get nodes,pods -A --show-labels",

@@ -297,6 +297,55 @@ fn namespaces(request: &ActionRequest) -> Vec<&str> {
     all
 }
 
+/// A call whose method and params were read, ready to authorize and run.
+#[derive(Debug)]
+pub enum Checked {
+    /// An action to accept.
+    Action {
+        /// What it asks.
+        request: Box<ActionRequest>,
+        /// Its params, unwrapped.
+        args: Value,
+        /// Idempotency key and callback.
+        extras: accept::Extras,
+    },
+    /// `action.Get` or `action.Wait`.
+    Lookup {
+        /// Which of the two.
+        target: Target,
+        /// The action asked about.
+        lookup: accept::Lookup,
+    },
+}
+
+/// The pure part of a call: resolves the method (into `target`, for the metrics, as soon as
+/// it is known) and reads the params. No I/O, so the fuzz target `rpc_body` reaches it.
+pub fn check(
+    call: &Call,
+    header_key: Option<&str>,
+    target: &mut Option<Target>,
+) -> Result<Checked, RpcError> {
+    let resolved = wire::resolve(&call.method)?;
+    *target = Some(resolved);
+    let args = wire::args(call)?;
+    match resolved {
+        Target::Action(method) => {
+            let request = ActionRequest::parse(method, &args)
+                .map_err(|e| RpcError::new(ErrorKind::InvalidParams, e.0))?;
+            let extras = accept::extras(&args, header_key)?;
+            Ok(Checked::Action {
+                request: Box::new(request),
+                args,
+                extras,
+            })
+        }
+        Target::Get | Target::Wait => Ok(Checked::Lookup {
+            target: resolved,
+            lookup: accept::lookup(&args)?,
+        }),
+    }
+}
+
 async fn dispatch(
     s: &RpcState,
     call: &Call,
@@ -305,21 +354,19 @@ async fn dispatch(
     target_out: &mut Option<Target>,
 ) -> Result<(Value, RpcOutcome), RpcError> {
     let who = who.as_ref().map_err(auth_error)?;
-    let target = wire::resolve(&call.method)?;
-    *target_out = Some(target);
-    let args = wire::args(call)?;
-    match target {
-        Target::Action(method) => {
-            let request = ActionRequest::parse(method, &args)
-                .map_err(|e| RpcError::new(ErrorKind::InvalidParams, e.0))?;
-            let extras = accept::extras(&args, header_key)?;
+    match check(call, header_key, target_out)? {
+        Checked::Action {
+            request,
+            args,
+            extras,
+        } => {
             for ns in namespaces(&request) {
                 s.auth
                     .authorize(who, &Access::actions("create", ns, ""))
                     .await
                     .map_err(|e| auth_error(&e))?;
             }
-            if let ActionRequest::Bind { pod, node } = &request {
+            if let ActionRequest::Bind { pod, node } = &*request {
                 check_bind(&s.client, pod, node).await.map_err(bind_error)?;
             }
             let name = match &extras.idempotency_key {
@@ -336,8 +383,7 @@ async fn dispatch(
             };
             Ok((accepted.result(), outcome))
         }
-        Target::Get | Target::Wait => {
-            let lookup = accept::lookup(&args)?;
+        Checked::Lookup { target, lookup } => {
             s.auth
                 .authorize(
                     who,
