@@ -123,6 +123,11 @@ async fn certificates_and_client_ca_reload_without_a_restart_or_a_failed_request
         listener,
         router,
         server_config(&files).unwrap(),
+        telemesh_core::door::Connections {
+            door: telemesh_core::door::DoorName::Extender,
+            header_timeout: std::time::Duration::from_secs(30),
+            metrics: telemesh_core::door::DoorMetrics::default(),
+        },
         stop.clone(),
         TaskTracker::new(),
     ));

@@ -254,6 +254,17 @@ async fn drive(
         .await;
     }
     scale(coordinator.api, 8).await;
+
+    // An oversized POST at each binary's health port: its door refuses it (413) and counts the
+    // refusal, so the refusal counters have series for the dashboard and the metric reference.
+    let oversized = vec![b'x'; 64 * 1024];
+    for addr in agents.values().chain([&coordinator.http]) {
+        let url = format!("http://{addr}/metrics");
+        let answer =
+            telemesh_sim::cluster::http::request(http::Method::POST, &url, Some(oversized.clone()))
+                .await;
+        assert!(answer.is_err(), "{url} accepted a 64 KiB body");
+    }
 }
 
 /// Scales the demo Deployment to `replicas` through `action.Scale` and waits for it to end.

@@ -117,7 +117,9 @@ fn day_swings() -> [i32; 96] {
 /// moments anything is preempted, since scavengers never start above the threshold.
 fn etl_replicas(t: f64) -> i32 {
     let hour = (t / 3600.0) % 24.0;
-    let running = [1.0, 3.0, 5.0].iter().any(|s| (*s..*s + 0.75).contains(&hour));
+    let running = [1.0, 3.0, 5.0]
+        .iter()
+        .any(|s| (*s..*s + 0.75).contains(&hour));
     if running { 6 } else { 0 }
 }
 

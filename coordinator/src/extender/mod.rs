@@ -198,7 +198,7 @@ impl Extender {
         let (passed, failed) = (decision.passed.len(), decision.failed.len());
         if self.decisions.wants(failed > 0) {
             self.decisions.record(decisions::filter(
-                unix_ms(SystemTime::now()),
+                self.view.now_ms(),
                 &args.pod,
                 &args.candidates,
                 &decision,
@@ -389,7 +389,7 @@ impl Extender {
                 .flatten()
                 .map(|(node, v)| (node.clone(), v.pods.len()));
             self.decisions.record(decisions::preempt(
-                unix_ms(SystemTime::now()),
+                self.view.now_ms(),
                 &pod,
                 refused.len(),
                 victims,
