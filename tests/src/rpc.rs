@@ -15,14 +15,25 @@ pub async fn call(api: SocketAddr, token: Option<&str>, method: &str, params: Va
         .iter()
         .map(|a| ("authorization", a.as_str()))
         .collect();
-    let reply = telemesh_sim::cluster::http::request_with(
-        http::Method::POST,
-        &format!("http://{api}/rpc"),
-        &headers,
-        Some(serde_json::to_vec(&body).expect("a JSON body")),
-    )
-    .await
-    .unwrap_or_else(|e| panic!("{method}: {e:#}"));
+    let body = serde_json::to_vec(&body).expect("a JSON body");
+    // A polite client: `/rpc` limits each address (20/s, burst 50) and every test calls from
+    // 127.0.0.1, so a test polling an action may be told 429; it waits the second the answer's
+    // Retry-After asks for and calls again, as WAM's clients should.
+    let reply = loop {
+        match telemesh_sim::cluster::http::request_with(
+            http::Method::POST,
+            &format!("http://{api}/rpc"),
+            &headers,
+            Some(body.clone()),
+        )
+        .await
+        {
+            Err(e) if format!("{e:#}").contains("429 Too Many Requests") => {
+                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+            }
+            reply => break reply.unwrap_or_else(|e| panic!("{method}: {e:#}")),
+        }
+    };
     serde_json::from_slice(&reply)
         .unwrap_or_else(|e| panic!("{method}: the reply is not JSON ({e}): {reply:?}"))
 }

@@ -61,6 +61,7 @@ fn now_ms() -> u64 {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "flaky (2 of 3 runs after the merge): the tapped agent has the mesh's seed as well as the tap, and chitchat contacts a second seed only when no seed was among the round's random peers, so the tap may hear nothing within MESH_WAIT; the capture must not depend on that draw (issue 18). Replay dropping itself is covered by core's gossip::replay and relay unit tests"]
 async fn replayed_datagrams_are_dropped_and_counted_by_agents_and_coordinators() {
     let env = SimEnv::start(3).await;
     let window = "--gossip-replay-window=3s";
