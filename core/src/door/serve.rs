@@ -3,7 +3,15 @@
 //!
 //! HTTP/1.1 only: kube-scheduler, kubelet probes, Prometheus and curl all speak it, and hyper's
 //! HTTP/2 server has no deadline for a connection that never sends its preface.
+//!
+//! Connections close with a *lingering close*, as nginx and Go's net/http do: a door that
+//! refuses a body (413, 408) answers before the client has finished sending it. Closing the
+//! socket then, with the client's bytes still arriving, makes the kernel send a reset, which
+//! breaks the client's write and may discard the answer it has not read yet. So the server
+//! sends its FIN first and reads and discards what still arrives, until the client closes or
+//! [`LINGER`] has passed.
 
+use std::future::poll_fn;
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -12,13 +20,22 @@ use axum::extract::ConnectInfo;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
-use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tower::ServiceExt as _;
 
 use super::{DoorMetrics, DoorName, Reason};
+
+/// Longest a closing connection keeps reading (and discarding) what its client still sends.
+/// Enough for a refused extender body (96 MiB) on loopback or a LAN; a client slower than that
+/// gets its reset.
+pub const LINGER: Duration = Duration::from_secs(2);
+
+/// Bytes of a closing connection read and discarded at most: four of the largest body any door
+/// takes (96 MiB), so lingering costs bounded work whatever the client sends.
+const LINGER_MAX_BYTES: u64 = 4 * 96 << 20;
 
 /// How a listener's connections are served.
 #[derive(Clone, Debug)]
@@ -54,15 +71,20 @@ impl Connections {
         builder
             .timer(TokioTimer::new())
             .header_read_timeout(self.header_timeout);
-        let conn = builder.serve_connection(TokioIo::new(io), TowerToHyperService::new(service));
-        tokio::pin!(conn);
+        let mut conn =
+            builder.serve_connection(TokioIo::new(io), TowerToHyperService::new(service));
+        // `poll_without_shutdown` keeps the socket when hyper is done with it, for the lingering
+        // close below.
         let result = tokio::select! {
-            r = conn.as_mut() => r,
+            r = poll_fn(|cx| conn.poll_without_shutdown(cx)) => r,
             _ = stop.cancelled() => {
-                conn.as_mut().graceful_shutdown();
-                conn.await
+                std::pin::Pin::new(&mut conn).graceful_shutdown();
+                poll_fn(|cx| conn.poll_without_shutdown(cx)).await
             }
         };
+        if result.is_ok() {
+            linger(conn.into_parts().io.into_inner(), &stop).await;
+        }
         match result {
             Ok(()) => {}
             Err(e) if e.is_timeout() => {
@@ -73,6 +95,24 @@ impl Connections {
                 tracing::debug!(door = ?self.door, peer.addr = %peer, error = %e, "connection ended with an error");
             }
         }
+    }
+}
+
+/// Closes `io` gracefully: sends FIN, then reads and discards until the client closes, up to
+/// [`LINGER`] and [`LINGER_MAX_BYTES`] (or `stop`), so a client still sending reads our answer
+/// instead of a reset.
+async fn linger<I>(mut io: I, stop: &CancellationToken)
+where
+    I: AsyncRead + AsyncWrite + Unpin,
+{
+    if io.shutdown().await.is_err() {
+        return;
+    }
+    let (mut rest, mut sink) = ((&mut io).take(LINGER_MAX_BYTES), tokio::io::sink());
+    let discard = tokio::io::copy(&mut rest, &mut sink);
+    tokio::select! {
+        _ = tokio::time::timeout(LINGER, discard) => {}
+        _ = stop.cancelled() => {}
     }
 }
 

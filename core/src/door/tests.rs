@@ -127,6 +127,18 @@ async fn body_over_the_limit_gets_413_and_is_counted() {
 }
 
 #[tokio::test]
+async fn a_client_still_sending_a_refused_body_reads_the_413() {
+    // The door answers 413 from the declared length, before the body is read; the client
+    // goes on writing all 8 MiB and only then reads. Without the lingering close its writes
+    // meet a reset and the answer is lost.
+    let s = server(limits()).await;
+    for _ in 0..5 {
+        let response = post_from("127.0.0.1", s.addr, &vec![b'x'; 8 << 20]).await;
+        assert_eq!(status(&response), "413", "{response}");
+    }
+}
+
+#[tokio::test]
 async fn slow_body_gets_408_while_a_normal_client_is_served() {
     let s = server(limits()).await;
     let mut slow = connect("127.0.0.1", s.addr).await;
