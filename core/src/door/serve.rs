@@ -35,7 +35,7 @@ pub const LINGER: Duration = Duration::from_secs(2);
 
 /// Bytes of a closing connection read and discarded at most: four of the largest body any door
 /// takes (96 MiB), so lingering costs bounded work whatever the client sends.
-const LINGER_MAX_BYTES: u64 = 4 * 96 << 20;
+const LINGER_MAX_BYTES: u64 = (4 * 96) << 20;
 
 /// How a listener's connections are served.
 #[derive(Clone, Debug)]
