@@ -179,7 +179,7 @@ impl Mesh {
 
     /// Starts one more agent for `node` (its textfile scripted with `metrics` first), with the
     /// mesh's agent arguments and `extra_args`, seeded from the first agent (or the seed itself
-    /// when it is the first). Returns once it listens; coordinators see it later
+    /// when it is the first) unless `extra_args` name its seeds (`--gossip-seeds=...`). Returns once it listens; coordinators see it later
     /// ([`Mesh::wait_node`]).
     pub async fn add_agent(
         &mut self,
@@ -211,7 +211,8 @@ impl Mesh {
         .args(&self.agent_args)
         .args(extra_args)
         .env("RUST_LOG", "info");
-        if !self.seed.is_empty() {
+        let own_seeds = extra_args.iter().any(|a| a.starts_with("--gossip-seeds"));
+        if !self.seed.is_empty() && !own_seeds {
             cmd.arg(format!("--gossip-seeds={}", self.seed));
         }
         let mut process = Process::spawn(&format!("telemesh-agent {node}"), cmd);

@@ -61,7 +61,6 @@ fn now_ms() -> u64 {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "flaky (2 of 3 runs after the merge): the tapped agent has the mesh's seed as well as the tap, and chitchat contacts a second seed only when no seed was among the round's random peers, so the tap may hear nothing within MESH_WAIT; the capture must not depend on that draw (issue 18). Replay dropping itself is covered by core's gossip::replay and relay unit tests"]
 async fn replayed_datagrams_are_dropped_and_counted_by_agents_and_coordinators() {
     let env = SimEnv::start(3).await;
     let window = "--gossip-replay-window=3s";
@@ -71,18 +70,18 @@ async fn replayed_datagrams_are_dropped_and_counted_by_agents_and_coordinators()
     ];
     let mut mesh = Mesh::start_with(&env, &nodes, &[window], &[window], 1).await;
 
-    // A tap: one more agent also gossips with a seed address the test listens on, so the test
-    // captures real sealed datagrams, as an attacker on the network would.
-    let tap = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
-    let tap_seed = format!("--gossip-seeds={}", tap.local_addr().unwrap());
+    // A tap: one more agent joins through a seed address the test relays to sim-node-1, so
+    // the test captures a real sealed datagram, as an attacker on the path would. Its only seed
+    // is the tap, so its first gossip round goes there (no luck of the peer draw involved), and
+    // neither target has seen the captured datagram before the test sends it.
+    let (tap, mut captured) = tap_relay(mesh.agent_gossip["sim-node-1"]).await;
+    let tap_seed = format!("--gossip-seeds={tap}");
     mesh.add_agent(&env, "sim-node-2", "node_metric 3\n", &[&tap_seed])
         .await;
-    let mut buf = vec![0u8; 65_536];
-    let (n, _) = tokio::time::timeout(MESH_WAIT, tap.recv_from(&mut buf))
+    let captured = tokio::time::timeout(MESH_WAIT, captured.recv())
         .await
         .expect("the tapped agent gossips with its seed")
         .unwrap();
-    let captured = buf[..n].to_vec();
     let captured_at = tokio::time::Instant::now();
     assert_eq!(captured[0], 2, "a version 2 frame");
 
@@ -126,6 +125,40 @@ async fn replayed_datagrams_are_dropped_and_counted_by_agents_and_coordinators()
     for node in ["sim-node-0", "sim-node-1", "sim-node-2"] {
         mesh.wait_node(node, |_| true).await;
     }
+}
+
+/// A UDP relay on loopback to `to`: returns its address and the datagrams it carried from
+/// its clients to `to` (answers go back to the client that sent last).
+async fn tap_relay(
+    to: std::net::SocketAddr,
+) -> (
+    std::net::SocketAddr,
+    tokio::sync::mpsc::UnboundedReceiver<Vec<u8>>,
+) {
+    let tap = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let upstream = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    upstream.connect(to).await.unwrap();
+    let addr = tap.local_addr().unwrap();
+    let (carried, captured) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        let (mut from_client, mut from_upstream) = (vec![0u8; 65_536], vec![0u8; 65_536]);
+        let mut client = None;
+        loop {
+            tokio::select! {
+                Ok((n, peer)) = tap.recv_from(&mut from_client) => {
+                    client = Some(peer);
+                    let _ = carried.send(from_client[..n].to_vec());
+                    let _ = upstream.send(&from_client[..n]).await;
+                }
+                Ok(n) = upstream.recv(&mut from_upstream) => {
+                    if let Some(peer) = client {
+                        let _ = tap.send_to(&from_upstream[..n], peer).await;
+                    }
+                }
+            }
+        }
+    });
+    (addr, captured)
 }
 
 /// Writes a key file atomically (as a Secret update lands: the reader never sees half a file).
