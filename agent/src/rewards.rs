@@ -269,7 +269,9 @@ pub async fn run(inputs: Inputs, stop: CancellationToken) {
             () = stop.cancelled() => return,
             _ = tick.tick() => {}
         }
-        let now_ms = unix_ms(SystemTime::now());
+        // Estimates are stamped and decayed in cluster time, as readers age them.
+        let clock = gossip.lock().await.as_ref().map(|m| m.clock());
+        let now_ms = clock.map_or_else(|| unix_ms(SystemTime::now()), |c| c.now_ms());
         let current = pods.state();
         let dropped = {
             let figures = figures.read();

@@ -237,7 +237,14 @@ async fn publish(
             Err(e) => tracing::warn!(pod.uid = %uid, error = %e, "cannot remove a scavenger key"),
         }
     }
-    for (uid, value) in current {
+    let clock = member.clock();
+    for (uid, local) in current {
+        // Observed in this machine's time (the marker's mtime, the system clock); published in
+        // cluster time, which readers age it with.
+        let value = &ScavengerPod {
+            checkpoint_ms: clock.cluster_ms(local.checkpoint()),
+            ..local.clone()
+        };
         if published.get(uid) == Some(value) {
             continue;
         }

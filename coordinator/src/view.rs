@@ -429,6 +429,11 @@ impl ClusterView {
         self.clock.now_ms()
     }
 
+    /// Now by the cluster clock (see [`Self::now_ms`]).
+    pub fn now(&self) -> SystemTime {
+        self.clock.now()
+    }
+
     /// The current snapshot. Lock-free; hold the guard only for the duration of one request.
     #[inline]
     pub fn load(&self) -> arc_swap::Guard<Arc<Snapshot>> {

@@ -53,7 +53,7 @@ impl VictimRanker for UnsavedWork {
             &self.view.load(),
             args,
             victims,
-            SystemTime::now(),
+            self.view.now(),
             self.stale_after,
         )
     }

@@ -17,7 +17,7 @@ pub mod model;
 
 use std::convert::Infallible;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::extract::State;
@@ -25,7 +25,6 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 use futures::{Stream, StreamExt as _};
-use telemesh_core::gossip::schema::unix_ms;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
@@ -75,7 +74,7 @@ impl Source {
             &policies,
             &self.settings,
             activity,
-            unix_ms(SystemTime::now()),
+            self.view.now_ms(),
         )
         .to_string()
     }
@@ -189,6 +188,8 @@ mod tests {
 
     use super::*;
     use crate::view::{NodeEntry, Snapshot};
+    use std::time::SystemTime;
+    use telemesh_core::gossip::schema::unix_ms;
 
     fn snapshot(metric: &str) -> Snapshot {
         let now = unix_ms(SystemTime::now());

@@ -1,7 +1,7 @@
 //! Cluster load for admission: allocatable and requested resources from the Node and Pod
 //! watches, measured use from the gossip view, folded into a [`ClusterLoad`].
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::ResourceExt as _;
@@ -26,18 +26,17 @@ fn measured_metric(resource: &str) -> Option<&'static str> {
 /// than scavengers that are bound or that the scheduler has tried to place (nominated for a
 /// node after preemption, or unschedulable: demand waiting for room, which scavengers must
 /// not take), plus the declared requests of every ScavengerJob in `scavengers` (running or
-/// starting); measured use, weighted by allocatable, over the nodes with fresh figures.
+/// starting); measured use, weighted by allocatable, over the nodes with figures fresh at
+/// `now_ms` (cluster time).
 pub fn cluster_load<'a>(
     nodes: &[std::sync::Arc<Node>],
     pods: &[std::sync::Arc<Pod>],
     scavengers: impl IntoIterator<Item = &'a ScavengerJob>,
     view: &Snapshot,
+    now_ms: u64,
     stale_after: Duration,
 ) -> ClusterLoad {
     let mut load = ClusterLoad::default();
-    let now_ms = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
     let mut measured_used = Resources::new();
     let mut measured_allocatable = Resources::new();
     for node in nodes {
@@ -103,6 +102,7 @@ pub fn holds_capacity(sj: &ScavengerJob) -> bool {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use std::sync::Arc;
+    use std::time::{SystemTime, UNIX_EPOCH};
 
     use serde_json::json;
     use telemesh_core::gossip::{Liveness, NodeState};
@@ -187,6 +187,7 @@ mod tests {
             &pods,
             [&sj],
             &Snapshot::default(),
+            0,
             Duration::from_secs(45),
         );
         assert_eq!(
@@ -222,7 +223,8 @@ mod tests {
             NodeEntry::new("b", 1, Liveness::Live, state(0.2, now)),
             NodeEntry::new("c", 1, Liveness::Live, state(0.9, now - 600_000)),
         ]);
-        let load = cluster_load(&nodes, &[], [], &view, Duration::from_secs(45));
+        let now_ms = u64::try_from(now).unwrap();
+        let load = cluster_load(&nodes, &[], [], &view, now_ms, Duration::from_secs(45));
         // (1.0 × 2 + 0.2 × 6) / 8; c is stale.
         assert!((load.measured["cpu"] - 0.4).abs() < 1e-9, "{load:?}");
         assert!(!load.measured.contains_key("memory"));

@@ -258,6 +258,7 @@ fn survey(ctx: &Context) -> (ClusterLoad, Vec<Arc<ScavengerJob>>) {
         &ctx.pods.state(),
         holding,
         &ctx.view.load(),
+        ctx.view.now_ms(),
         ctx.stale_after,
     );
     ctx.metrics

@@ -86,6 +86,16 @@ impl ClusterClock {
         UNIX_EPOCH + Duration::from_millis(self.now_ms())
     }
 
+    /// A time read from this machine's system clock (a file's modification time, a timestamp
+    /// taken with [`SystemTime::now`]) in cluster time, Unix milliseconds.
+    pub fn cluster_ms(&self, system: SystemTime) -> u64 {
+        let system_ms = super::schema::unix_ms(system);
+        shift(
+            system_ms,
+            self.local.shift_ms.saturating_add(self.correction_ms()),
+        )
+    }
+
     /// The correction applied, in milliseconds (cluster minus local).
     pub fn correction_ms(&self) -> i64 {
         self.correction_ms.load(Ordering::Relaxed)
@@ -166,6 +176,15 @@ mod tests {
 
     fn peer(i: u16) -> SocketAddr {
         SocketAddr::from(([127, 0, 0, 1], 7000 + i))
+    }
+
+    #[test]
+    fn system_times_are_carried_into_cluster_time() {
+        // Played 60 s behind, and the peers say this machine is 4 minutes ahead of them.
+        let clock = ClusterClock::new(LocalClock { shift_ms: -60_000 });
+        clock.set_correction_ms(-240_000);
+        let mtime = UNIX_EPOCH + Duration::from_millis(NOW);
+        assert_eq!(clock.cluster_ms(mtime), NOW - 300_000);
     }
 
     #[test]

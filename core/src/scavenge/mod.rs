@@ -132,7 +132,8 @@ pub fn unsaved(last_checkpoint: SystemTime, now: SystemTime) -> Duration {
 pub struct ScavengerPod {
     /// The ScavengerJob, `namespace/name`: all its pods are interrupted together.
     pub job: String,
-    /// The pod's last checkpoint, milliseconds since the Unix epoch (the agent's clock).
+    /// The pod's last checkpoint, milliseconds since the Unix epoch: the agent's clock where
+    /// it observes it, cluster time once published (`ClusterClock::cluster_ms`).
     pub checkpoint_ms: u64,
     /// The pod's CPU request, millicores.
     pub cpu_millis: u64,
