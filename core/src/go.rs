@@ -43,6 +43,45 @@ pub fn json_type(v: &serde_json::Value) -> &'static str {
     }
 }
 
+/// Go's `%v` of a float64, as Kubernetes' validation messages print numbers: the shortest
+/// representation, in exponent form when the exponent is below -4 or at least 6
+/// (`strconv.FormatFloat(f, 'g', -1, 64)`).
+pub fn float(f: f64) -> String {
+    if f.is_nan() {
+        return "NaN".to_string();
+    }
+    if f.is_infinite() {
+        return if f > 0.0 { "+Inf" } else { "-Inf" }.to_string();
+    }
+    if f == 0.0 {
+        return if f.is_sign_negative() { "-0" } else { "0" }.to_string();
+    }
+    let sci = format!("{:e}", f.abs());
+    let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
+    let exp: i32 = exp.parse().unwrap_or(0);
+    let digits: String = mantissa.chars().filter(char::is_ascii_digit).collect();
+    let sign = if f < 0.0 { "-" } else { "" };
+    if !(-4..6).contains(&exp) {
+        let mut m = digits[..1].to_string();
+        if digits.len() > 1 {
+            m.push('.');
+            m.push_str(&digits[1..]);
+        }
+        let esign = if exp < 0 { '-' } else { '+' };
+        return format!("{sign}{m}e{esign}{:02}", exp.abs());
+    }
+    if exp >= 0 {
+        let int_len = exp as usize + 1;
+        if digits.len() <= int_len {
+            format!("{sign}{digits}{}", "0".repeat(int_len - digits.len()))
+        } else {
+            format!("{sign}{}.{}", &digits[..int_len], &digits[int_len..])
+        }
+    } else {
+        format!("{sign}0.{}{digits}", "0".repeat((-exp - 1) as usize))
+    }
+}
+
 /// Formats a duration as apimachinery's `duration.HumanDuration` does (`5s`, `3m20s`, `45h`,
 /// `2d`, `3y120d`): about two significant figures, `0s` for up to a second in the future and
 /// `<invalid>` beyond that. `seconds` is the elapsed time, negative for the future.
@@ -119,6 +158,18 @@ mod tests {
         ] {
             assert_eq!(human_duration(secs), want, "{secs}s");
         }
+    }
+
+    #[test]
+    fn float_renders_like_go_percent_v() {
+        assert_eq!(float(1.0), "1");
+        assert_eq!(float(1.5), "1.5");
+        assert_eq!(float(123456.0), "123456");
+        assert_eq!(float(1e6), "1e+06");
+        assert_eq!(float(2147483647.0), "2.147483647e+09");
+        assert_eq!(float(0.0001), "0.0001");
+        assert_eq!(float(0.00001), "1e-05");
+        assert_eq!(float(-2.5), "-2.5");
     }
 
     #[test]

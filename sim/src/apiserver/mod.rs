@@ -9,6 +9,7 @@ pub mod crd;
 pub mod defaults;
 pub mod discovery;
 pub mod error;
+pub mod expr;
 pub mod gc;
 pub mod handlers;
 pub mod lifecycle;
