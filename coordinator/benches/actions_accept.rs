@@ -52,6 +52,7 @@ async fn start(auth: bool) -> actions_env::ActionsEnv {
                     username: u.into(),
                     uid: u.into(),
                     groups: vec!["system:masters".into()],
+                    ..UserInfo::default()
                 },
             )
         })

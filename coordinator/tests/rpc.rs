@@ -749,6 +749,7 @@ fn auth_table() -> Auth {
         username: name.into(),
         uid: format!("uid-{name}"),
         groups: groups.iter().map(|g| (*g).to_owned()).collect(),
+        ..UserInfo::default()
     };
     let tokens: HashMap<String, UserInfo> = [
         (

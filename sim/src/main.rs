@@ -100,6 +100,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
                 username: "admin".into(),
                 uid: "admin".into(),
                 groups: vec!["system:masters".into()],
+                ..UserInfo::default()
             },
         );
     }

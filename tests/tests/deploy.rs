@@ -942,15 +942,7 @@ fn grants(docs: &[chart::Doc]) -> Vec<Grant> {
 }
 
 fn service_account(name: &str) -> UserInfo {
-    UserInfo {
-        username: format!("system:serviceaccount:{NAMESPACE}:{name}"),
-        uid: format!("uid-{name}"),
-        groups: vec![
-            "system:serviceaccounts".into(),
-            format!("system:serviceaccounts:{NAMESPACE}"),
-            "system:authenticated".into(),
-        ],
-    }
+    UserInfo::service_account(NAMESPACE, name)
 }
 
 /// The status code of `GET http://addr/path`, if it answers.
@@ -1204,6 +1196,7 @@ async fn rbac_grants_exactly_what_the_binaries_call() {
                 username: "admin".into(),
                 uid: "uid-admin".into(),
                 groups: vec!["system:masters".into()],
+                ..UserInfo::default()
             },
         ),
         ("agent-token", agent.clone()),
@@ -1214,6 +1207,7 @@ async fn rbac_grants_exactly_what_the_binaries_call() {
                 username: "aiops".into(),
                 uid: "uid-aiops".into(),
                 groups: vec!["system:authenticated".into()],
+                ..UserInfo::default()
             },
         ),
     ]

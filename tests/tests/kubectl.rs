@@ -788,6 +788,7 @@ async fn sim_with_tokens() -> SimEnv {
         username: name.into(),
         uid: name.into(),
         groups: groups.iter().map(|g| (*g).to_owned()).collect(),
+        ..UserInfo::default()
     };
     let tokens = HashMap::from([
         ("admin-token".to_owned(), user("admin", &["system:masters"])),

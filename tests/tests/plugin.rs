@@ -477,6 +477,7 @@ async fn the_kubeconfig_token_is_what_the_coordinators_check() {
         username: name.to_owned(),
         uid: format!("uid-{name}"),
         groups: Vec::new(),
+        ..Default::default()
     };
     let rule = |subject: &str, resources: &[&str]| telemesh_sim::apiserver::auth::Rule {
         subjects: vec![subject.to_owned()],

@@ -8,8 +8,13 @@
 //! [`AuditLog`] records every authorization decision on resource requests once enabled, so a
 //! test can check a component's RBAC from what the component really asked: nothing denied,
 //! every rule used.
+//!
+//! A token may stand for a service account token bound to a Pod ([`UserInfo::bound_to_pod`]):
+//! its user then carries the `authentication.kubernetes.io/*` extra keys kube-apiserver 1.30+
+//! adds for such tokens (the Pod's and its Node's name and uid, the credential id), which
+//! ValidatingAdmissionPolicies read from `request.userInfo.extra` and TokenReview answers.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use http::{HeaderMap, Method, header};
@@ -27,6 +32,87 @@ pub struct UserInfo {
     pub uid: String,
     /// Groups.
     pub groups: Vec<String>,
+    /// Extra attributes by key, e.g. [`NODE_NAME_EXTRA`] for a token bound to a Pod on a Node.
+    pub extra: BTreeMap<String, Vec<String>>,
+}
+
+/// The extra key of a bound service account token naming the Node its Pod runs on.
+pub const NODE_NAME_EXTRA: &str = "authentication.kubernetes.io/node-name";
+/// The extra key of a bound service account token with the uid of that Node.
+pub const NODE_UID_EXTRA: &str = "authentication.kubernetes.io/node-uid";
+/// The extra key of a bound service account token naming its Pod.
+pub const POD_NAME_EXTRA: &str = "authentication.kubernetes.io/pod-name";
+/// The extra key of a bound service account token with its Pod's uid.
+pub const POD_UID_EXTRA: &str = "authentication.kubernetes.io/pod-uid";
+/// The extra key identifying the token itself (`JTI=<id>`).
+pub const CREDENTIAL_ID_EXTRA: &str = "authentication.kubernetes.io/credential-id";
+
+/// The Pod (and its Node) a service account token is bound to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodBinding {
+    /// The Pod's name.
+    pub pod_name: String,
+    /// The Pod's uid.
+    pub pod_uid: String,
+    /// The Node the Pod is bound to (`spec.nodeName`).
+    pub node_name: String,
+    /// That Node's uid.
+    pub node_uid: String,
+}
+
+impl UserInfo {
+    /// The identity every token of service account `namespace/name` authenticates as: its user
+    /// name and the groups kube-apiserver gives every service account.
+    pub fn service_account(namespace: &str, name: &str) -> Self {
+        Self {
+            username: format!("system:serviceaccount:{namespace}:{name}"),
+            uid: format!("uid-{namespace}-{name}"),
+            groups: vec![
+                "system:serviceaccounts".into(),
+                format!("system:serviceaccounts:{namespace}"),
+                "system:authenticated".into(),
+            ],
+            extra: BTreeMap::new(),
+        }
+    }
+
+    /// This identity as a token bound to a Pod authenticates in kube-apiserver 1.30+: with the
+    /// Pod's and its Node's name and uid, and a credential id, as extra keys.
+    pub fn bound_to_pod(mut self, binding: &PodBinding) -> Self {
+        let one = |v: &str| vec![v.to_owned()];
+        self.extra
+            .insert(POD_NAME_EXTRA.into(), one(&binding.pod_name));
+        self.extra
+            .insert(POD_UID_EXTRA.into(), one(&binding.pod_uid));
+        self.extra
+            .insert(NODE_NAME_EXTRA.into(), one(&binding.node_name));
+        self.extra
+            .insert(NODE_UID_EXTRA.into(), one(&binding.node_uid));
+        self.extra.insert(
+            CREDENTIAL_ID_EXTRA.into(),
+            one(&format!("JTI={}", uuid::Uuid::new_v4())),
+        );
+        self
+    }
+
+    /// The user as `authentication.k8s.io/v1` UserInfo JSON (TokenReview, SelfSubjectReview,
+    /// an admission request): empty fields left out, as Go's `omitempty` does.
+    pub fn to_json(&self) -> Value {
+        let mut out = serde_json::Map::new();
+        if !self.username.is_empty() {
+            out.insert("username".into(), json!(self.username));
+        }
+        if !self.uid.is_empty() {
+            out.insert("uid".into(), json!(self.uid));
+        }
+        if !self.groups.is_empty() {
+            out.insert("groups".into(), json!(self.groups));
+        }
+        if !self.extra.is_empty() {
+            out.insert("extra".into(), json!(self.extra));
+        }
+        Value::Object(out)
+    }
 }
 
 /// A permission: who may do which verbs on which resources.
@@ -162,9 +248,7 @@ impl Auth {
             .and_then(Value::as_str)
             .unwrap_or_default();
         let status = match self.tokens.get(token) {
-            Some(u) => {
-                json!({"authenticated": true, "user": {"username": u.username, "uid": u.uid, "groups": u.groups}})
-            }
+            Some(u) => json!({"authenticated": true, "user": u.to_json()}),
             None => json!({"authenticated": false, "error": "invalid bearer token"}),
         };
         review["status"] = status;
@@ -195,6 +279,10 @@ impl Auth {
                             .filter_map(|x| x.as_str().map(str::to_owned))
                             .collect()
                     })
+                    .unwrap_or_default(),
+                extra: spec
+                    .get("extra")
+                    .and_then(|e| serde_json::from_value(e.clone()).ok())
                     .unwrap_or_default(),
             },
         };
@@ -308,6 +396,7 @@ mod tests {
                 username: "alice".into(),
                 uid: "u1".into(),
                 groups: vec!["ops".into()],
+                extra: BTreeMap::new(),
             },
         );
         Auth {
@@ -363,11 +452,46 @@ mod tests {
         let a = auth();
         let tr = a.token_review(json!({"spec": {"token": "t1"}}));
         assert_eq!(tr["status"]["user"]["username"], "alice");
+        assert!(
+            tr["status"]["user"].get("extra").is_none(),
+            "no extra: none sent"
+        );
         let sar = a.access_review(
             json!({"spec": {"user": "bob", "groups": ["ops"], "resourceAttributes": {"verb": "get", "resource": "pods", "namespace": "default"}}}),
             None,
         );
         assert_eq!(sar["status"]["allowed"], true);
+    }
+
+    #[test]
+    fn tokens_bound_to_a_pod_carry_its_node_in_their_extra_keys() {
+        let agent = UserInfo::service_account("telemesh-system", "telemesh-agent").bound_to_pod(
+            &PodBinding {
+                pod_name: "telemesh-agent-x7k2p".into(),
+                pod_uid: "pod-uid".into(),
+                node_name: "node-a".into(),
+                node_uid: "node-uid".into(),
+            },
+        );
+        assert_eq!(
+            agent.username,
+            "system:serviceaccount:telemesh-system:telemesh-agent"
+        );
+        assert_eq!(agent.extra[NODE_NAME_EXTRA], ["node-a"]);
+        assert_eq!(agent.extra[NODE_UID_EXTRA], ["node-uid"]);
+        assert_eq!(agent.extra[POD_NAME_EXTRA], ["telemesh-agent-x7k2p"]);
+        assert_eq!(agent.extra[POD_UID_EXTRA], ["pod-uid"]);
+        assert!(agent.extra[CREDENTIAL_ID_EXTRA][0].starts_with("JTI="));
+        let a = Auth {
+            tokens: HashMap::from([("bound".to_string(), agent)]),
+            rules: Vec::new(),
+        };
+        let tr = a.token_review(json!({"spec": {"token": "bound"}}));
+        assert_eq!(
+            tr["status"]["user"]["extra"][NODE_NAME_EXTRA],
+            json!(["node-a"]),
+            "{tr}"
+        );
     }
 
     #[test]

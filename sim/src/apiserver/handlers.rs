@@ -768,8 +768,7 @@ fn create(
         ("authentication.k8s.io", "selfsubjectreviews") => {
             let me = requester(ctx);
             let mut review = obj;
-            review["status"] =
-                json!({"userInfo": {"username": me.username, "uid": me.uid, "groups": me.groups}});
+            review["status"] = json!({"userInfo": me.to_json()});
             return Ok(json_response(StatusCode::CREATED, review.to_string()));
         }
         ("", "bindings") => {

@@ -20,6 +20,7 @@ fn table() -> Auth {
             username: "reader".into(),
             uid: "1".into(),
             groups: vec!["readers".into()],
+            ..UserInfo::default()
         },
     );
     tokens.insert(
@@ -28,6 +29,7 @@ fn table() -> Auth {
             username: "admin".into(),
             uid: "0".into(),
             groups: vec!["system:masters".into()],
+            ..UserInfo::default()
         },
     );
     Auth {
