@@ -164,6 +164,23 @@ impl Sim {
         kube::Client::try_from(self.kube_config().await?).context("building a client for the sim")
     }
 
+    /// Returns a kubeconfig (YAML) that reaches this sim with `token`: a component's own
+    /// identity from [`SimConfig::auth`].
+    pub fn kubeconfig_yaml_with_token(&self, token: &str) -> String {
+        kubeconfig::render(&self.url, self.ca_pem.as_deref(), Some(token))
+    }
+
+    /// Returns a kube client for this sim that authenticates with `token`.
+    pub async fn client_with_token(&self, token: &str) -> anyhow::Result<kube::Client> {
+        let kc = kube::config::Kubeconfig::from_yaml(&self.kubeconfig_yaml_with_token(token))
+            .context("parsing the sim's kubeconfig")?;
+        let config =
+            kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+                .await
+                .context("loading the sim's kubeconfig")?;
+        kube::Client::try_from(config).context("building a client for the sim")
+    }
+
     /// Stops the server.
     pub fn stop(&self) {
         self.stop.cancel();

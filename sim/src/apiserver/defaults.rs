@@ -88,6 +88,19 @@ pub fn apply(group: &str, kind: &str, obj: &mut Value, cx: &CreateContext<'_>) {
             "admissionregistration.k8s.io",
             "ValidatingWebhookConfiguration" | "MutatingWebhookConfiguration",
         ) => webhook_configuration(obj, kind == "MutatingWebhookConfiguration"),
+        ("admissionregistration.k8s.io", "ValidatingAdmissionPolicy") => {
+            if let Some(spec) = spec(obj) {
+                default(spec, "failurePolicy", json!("Fail"));
+                if let Some(m) = object(spec.get_mut("matchConstraints")) {
+                    match_resources(m);
+                }
+            }
+        }
+        ("admissionregistration.k8s.io", "ValidatingAdmissionPolicyBinding") => {
+            if let Some(m) = spec(obj).and_then(|s| object(s.get_mut("matchResources"))) {
+                match_resources(m);
+            }
+        }
         ("flowcontrol.apiserver.k8s.io", "FlowSchema") => flow_schema(obj),
         ("flowcontrol.apiserver.k8s.io", "PriorityLevelConfiguration") => {
             priority_level_configuration(obj)
@@ -650,6 +663,18 @@ fn webhook_configuration(obj: &mut Value, mutating: bool) {
     }
 }
 
+/// `MatchResources` of admission policies and their bindings, and the rules in them.
+fn match_resources(m: &mut Map<String, Value>) {
+    default(m, "matchPolicy", json!("Equivalent"));
+    default(m, "namespaceSelector", json!({}));
+    default(m, "objectSelector", json!({}));
+    for key in ["resourceRules", "excludeResourceRules"] {
+        for r in each(m.get_mut(key)) {
+            default(r, "scope", json!("*"));
+        }
+    }
+}
+
 fn flow_schema(obj: &mut Value) {
     if let Some(spec) = spec(obj) {
         default(spec, "matchingPrecedence", json!(1000));
@@ -708,6 +733,26 @@ mod tests {
                 "{g}/{k}: {s} is not JSON"
             );
         }
+    }
+
+    #[test]
+    fn vap_policies_and_bindings_get_match_resource_defaults() {
+        let rules = json!([{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["UPDATE"], "resources": ["nodes"]}]);
+        let defaulted = json!({"matchPolicy": "Equivalent", "namespaceSelector": {}, "objectSelector": {},
+            "resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["UPDATE"], "resources": ["nodes"], "scope": "*"}]});
+        let p = created(
+            "admissionregistration.k8s.io",
+            "ValidatingAdmissionPolicy",
+            json!({"spec": {"matchConstraints": {"resourceRules": rules}}}),
+        );
+        assert_eq!(p["spec"]["failurePolicy"], "Fail");
+        assert_eq!(p["spec"]["matchConstraints"], defaulted);
+        let b = created(
+            "admissionregistration.k8s.io",
+            "ValidatingAdmissionPolicyBinding",
+            json!({"spec": {"policyName": "p", "matchResources": {"resourceRules": rules}}}),
+        );
+        assert_eq!(b["spec"]["matchResources"], defaulted);
     }
 
     #[test]

@@ -15,7 +15,7 @@ use super::auth::{self, Attributes, UserInfo};
 use super::error::{ApiError, ApiResult};
 use super::request::ResourcePath;
 use super::table::{IncludeObject, PrinterColumn, ResourceInfo};
-use super::{Server, json_response, lifecycle, patch, protobuf, subresources, table, watch};
+use super::{Server, json_response, lifecycle, patch, protobuf, subresources, table, vap, watch};
 use crate::registry::{ResourceDef, ResourceId};
 use crate::selectors::{FieldSelector, LabelSelector};
 use crate::store::{ObjKey, Stored, Txn, WatchFilter};
@@ -57,6 +57,10 @@ pub struct WriteOptions {
     pub field_validation: FieldValidation,
     /// `force` (server-side apply).
     pub force: bool,
+    /// Who asks, for the admission policies; `None` for the sim's own writes (controllers,
+    /// garbage collection) and for writes a subresource already admitted, which are not
+    /// admitted (again).
+    pub requester: Option<UserInfo>,
 }
 
 impl WriteOptions {
@@ -67,6 +71,7 @@ impl WriteOptions {
             dry_run: false,
             field_validation: FieldValidation::Ignore,
             force: false,
+            requester: None,
         }
     }
 
@@ -112,6 +117,7 @@ impl WriteOptions {
             dry_run,
             field_validation,
             force,
+            requester: Some(requester(ctx)),
         })
     }
 }
@@ -795,6 +801,65 @@ fn create(
     ))
 }
 
+/// Runs the admission policies on a client's write of `def` (its `sub`resource); the sim's own
+/// writes (no requester) pass. Returns the warnings to answer.
+#[allow(clippy::too_many_arguments)]
+fn admit(
+    server: &Server,
+    txn: &Txn<'_>,
+    def: &ResourceDef,
+    sub: Option<&str>,
+    operation: vap::Operation,
+    object: Option<&Value>,
+    old: Option<&Value>,
+    opts: &WriteOptions,
+) -> ApiResult<Vec<String>> {
+    let Some(user) = &opts.requester else {
+        return Ok(Vec::new());
+    };
+    let request = admission_request(def, sub, operation, object, old, user, opts.dry_run);
+    vap::admit(&server.vap, txn, &request)
+}
+
+/// The admission request of a write of `def` (its `sub`resource) whose objects are of the
+/// resource's own kind; the namespace and name are the objects'.
+pub fn admission_request<'a>(
+    def: &ResourceDef,
+    sub: Option<&'a str>,
+    operation: vap::Operation,
+    object: Option<&'a Value>,
+    old: Option<&'a Value>,
+    user: &'a UserInfo,
+    dry_run: bool,
+) -> vap::Request<'a> {
+    let meta = |field: &str| -> &'a str {
+        object
+            .or(old)
+            .and_then(|o| o.pointer(&format!("/metadata/{field}")))
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+    };
+    let name = meta("name");
+    // kube-apiserver gives a Namespace's own name as the namespace of requests about it.
+    let is_namespace = def.group.is_empty() && def.plural == "namespaces";
+    vap::Request {
+        operation,
+        resource: vap::GroupVersion::new(&def.group, &def.version, &def.plural),
+        subresource: sub.unwrap_or_default(),
+        kind: vap::GroupVersion::new(&def.group, &def.version, &def.kind),
+        namespace: if is_namespace {
+            name
+        } else {
+            meta("namespace")
+        },
+        name,
+        object,
+        old_object: old,
+        user,
+        dry_run,
+    }
+}
+
 /// Returns who is asking: the authenticated user, or the admin when authentication is off.
 fn requester(ctx: &RequestCtx) -> UserInfo {
     ctx.user.clone().unwrap_or(UserInfo {
@@ -833,10 +898,11 @@ fn create_with(
     check_kind(def, &mut obj)?;
     let now = lifecycle::now();
     lifecycle::prepare_create(def, &mut obj, ns, &now)?;
-    let warnings = lifecycle::validate_fields(def, &mut obj, None, opts.field_validation)?;
+    let mut warnings = lifecycle::validate_fields(def, &mut obj, None, opts.field_validation)?;
     if def.group == "apiextensions.k8s.io" {
         super::crd::prepare(&mut obj)?;
     }
+    server.vap.validate(def, &obj)?;
     let name = obj
         .pointer("/metadata/name")
         .and_then(Value::as_str)
@@ -863,6 +929,16 @@ fn create_with(
             return Err(ApiError::already_exists(&def.group, &def.plural, &name));
         }
         lifecycle::create_in_txn(txn, def, &mut obj)?;
+        warnings.extend(admit(
+            server,
+            txn,
+            def,
+            None,
+            vap::Operation::Create,
+            Some(&obj),
+            None,
+            opts,
+        )?);
         if opts.dry_run {
             return Ok(Arc::new(Stored::new(&obj, txn.current_rv(), def)));
         }
@@ -940,10 +1016,22 @@ pub fn commit_update(
     let mut new = new;
     lifecycle::update_in_txn(txn, def, &old, &mut new)?;
     let mut new = lifecycle::prepare_update(def, &old, new, sub)?;
-    let warnings = lifecycle::validate_fields(def, &mut new, Some(&old), opts.field_validation)?;
+    let mut warnings =
+        lifecycle::validate_fields(def, &mut new, Some(&old), opts.field_validation)?;
     if def.group == "apiextensions.k8s.io" {
         super::crd::prepare(&mut new)?;
     }
+    server.vap.validate(def, &new)?;
+    warnings.extend(admit(
+        server,
+        txn,
+        def,
+        sub,
+        vap::Operation::Update,
+        Some(&new),
+        Some(&old),
+        opts,
+    )?);
     if lifecycle::same_object(&old, &new) {
         return Ok((cur.clone(), warnings));
     }
@@ -1108,6 +1196,8 @@ pub struct DeleteOptions {
     pub grace_period_seconds: Option<i64>,
     /// dryRun=All.
     pub dry_run: bool,
+    /// Who asks, for the admission policies; `None` for the sim's own deletes.
+    pub requester: Option<UserInfo>,
 }
 
 /// How dependents of a deleted object are treated.
@@ -1177,6 +1267,7 @@ impl DeleteOptions {
                 .map(str::to_owned),
             grace_period_seconds,
             dry_run,
+            requester: Some(requester(ctx)),
         })
     }
 }
@@ -1223,6 +1314,18 @@ pub fn delete_object(
             return Err(ApiError::conflict(&def.group, &def.plural, name, &format!("Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}", cur.rv)));
         }
         let mut obj = cur.value();
+        if let Some(user) = &opts.requester {
+            let request = admission_request(
+                def,
+                None,
+                vap::Operation::Delete,
+                None,
+                Some(&obj),
+                user,
+                opts.dry_run,
+            );
+            vap::admit(&server.vap, txn, &request)?;
+        }
         let mut finalizers: Vec<String> = obj
             .pointer("/metadata/finalizers")
             .and_then(Value::as_array)

@@ -23,6 +23,7 @@ pub mod schema;
 pub mod subresources;
 pub mod table;
 pub mod typed;
+pub mod vap;
 pub mod watch;
 
 use std::collections::HashMap;
@@ -81,6 +82,8 @@ pub struct Server {
     pub auth: auth::Auth,
     /// Authorization decisions, recorded once enabled (tests check RBAC against it).
     pub audit: auth::AuditLog,
+    /// The ValidatingAdmissionPolicies, compiled.
+    pub vap: vap::Policies,
     /// Settings.
     pub config: ServerConfig,
     /// The address clients reach us at (for discovery's serverAddressByClientCIDRs).
@@ -101,6 +104,7 @@ impl Server {
             registry: RwLock::new(Registry::with_builtins()),
             auth,
             audit: auth::AuditLog::default(),
+            vap: vap::Policies::default(),
             config,
             address: OnceLock::new(),
             gc,

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use super::error::{ApiError, ApiResult};
 use super::handlers::{self, DeleteOptions, PatchType, Propagation, WriteOptions, key};
-use super::{Server, json_response, patch};
+use super::{Server, json_response, patch, vap};
 use crate::registry::{ResourceDef, ResourceId};
 use crate::selectors::LabelSelector;
 use crate::store::{ObjKey, Stored};
@@ -28,9 +28,19 @@ pub fn bind(
     def: &Arc<ResourceDef>,
     ns: Option<&str>,
     name: &str,
-    binding: Value,
-    _opts: &WriteOptions,
+    mut binding: Value,
+    opts: &WriteOptions,
 ) -> ApiResult<Response> {
+    admit_subresource(
+        server,
+        def,
+        ns,
+        name,
+        "binding",
+        ("", "v1", "Binding"),
+        &mut binding,
+        opts,
+    )?;
     let node = binding
         .pointer("/target/name")
         .and_then(Value::as_str)
@@ -99,6 +109,50 @@ pub fn bind(
         Ok(())
     })?;
     Ok(success(201))
+}
+
+/// Admits a create of a Pod's `sub`resource (`binding`, `eviction`) whose body is `obj` of kind
+/// `kind`, before anything is read or written, as kube-apiserver's REST handler does: the
+/// policies see that object (with the request's namespace), never the Pod.
+#[allow(clippy::too_many_arguments)]
+fn admit_subresource(
+    server: &Server,
+    def: &ResourceDef,
+    ns: Option<&str>,
+    name: &str,
+    sub: &str,
+    kind: (&str, &str, &str),
+    obj: &mut Value,
+    opts: &WriteOptions,
+) -> ApiResult<()> {
+    let Some(user) = &opts.requester else {
+        return Ok(());
+    };
+    if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut)
+        && meta
+            .get("namespace")
+            .and_then(Value::as_str)
+            .is_none_or(str::is_empty)
+        && let Some(ns) = ns
+    {
+        meta.insert("namespace".into(), json!(ns));
+    }
+    let request = vap::Request {
+        operation: vap::Operation::Create,
+        resource: vap::GroupVersion::new(&def.group, &def.version, &def.plural),
+        subresource: sub,
+        kind: vap::GroupVersion::new(kind.0, kind.1, kind.2),
+        namespace: ns.unwrap_or_default(),
+        name,
+        object: Some(obj),
+        old_object: None,
+        user,
+        dry_run: opts.dry_run,
+    };
+    server
+        .store
+        .write(|txn| vap::admit(&server.vap, txn, &request))
+        .map(|_warnings| ())
 }
 
 /// Sets a pod condition (`status.conditions[type]`), keeping its transition time when the
@@ -196,9 +250,19 @@ pub fn evict(
     def: &Arc<ResourceDef>,
     ns: Option<&str>,
     name: &str,
-    eviction: Value,
-    _opts: &WriteOptions,
+    mut eviction: Value,
+    opts: &WriteOptions,
 ) -> ApiResult<Response> {
+    admit_subresource(
+        server,
+        def,
+        ns,
+        name,
+        "eviction",
+        ("policy", "v1", "Eviction"),
+        &mut eviction,
+        opts,
+    )?;
     let namespace = ns.unwrap_or_default();
     let k = key(def, ns, name);
     let pod = server
@@ -288,6 +352,8 @@ pub fn evict(
             .get("dryRun")
             .and_then(Value::as_array)
             .is_some_and(|d| d.iter().any(|x| x == "All")),
+        // Admitted above as the eviction; kube-apiserver's eviction deletes without admission.
+        requester: None,
     };
     handlers::delete_object(server, def, ns, name, &opts)?;
     Ok(success(201))

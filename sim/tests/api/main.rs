@@ -3,6 +3,7 @@
 //! that fails if it breaks.
 #![allow(clippy::unwrap_used)]
 
+mod admission;
 mod auth;
 mod crd;
 mod crud;
