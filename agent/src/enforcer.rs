@@ -11,7 +11,8 @@
 //! value. The entry is rewritten when the set of violated rules changes, not when a value moves
 //! while the rules stay violated (that would be a write per tick). `status.problems` is written
 //! by whichever agent first sees it differ from the compiled policy's problems; every agent
-//! computes the same list, so late writers find it done.
+//! computes the same list, so late writers find it done. Every patch goes through
+//! [`crate::scope::status_patch`] before it is sent, so no other node's entry is ever written.
 //!
 //! Label collisions: `<policy>=violating` is keyed by the bare policy name because the
 //! descheduler's node affinity (`<policy> NotIn [violating]`) and TAS users expect that key. Two
@@ -42,6 +43,7 @@ use crate::labeler::{LabelChange, Labeler};
 use crate::metrics::{AgentMetrics, EvictionLabels, LabelWriteLabels};
 use crate::policies::Compiled;
 use crate::recovery::RecoverySignal;
+use crate::scope::{self, Refusals};
 
 /// The latest collection's node samples and when they were taken.
 pub type LatestSamples = Arc<RwLock<Option<(SystemTime, Vec<Sample>)>>>;
@@ -192,6 +194,7 @@ pub async fn run(inputs: Inputs, stop: CancellationToken) {
     };
     let recorder = Recorder::new(client.clone(), reporter);
     let mut labeler = Labeler::new(Api::<Node>::all(client.clone()), &node_name);
+    let refusals = metrics.refusals();
     let mut recovery = RecoverySignal::new(config.recovery);
     let node_ref = ObjectReference {
         api_version: Some("v1".into()),
@@ -274,6 +277,7 @@ pub async fn run(inputs: Inputs, stop: CancellationToken) {
                 &node_name,
                 outcomes.status_entry(),
                 &mut written,
+                &refusals,
             )
             .await;
         }
@@ -364,6 +368,7 @@ async fn sync_status(
     node_name: &str,
     entry: Option<NodeViolation>,
     written: &mut HashMap<String, Option<NodeViolation>>,
+    refusals: &Refusals,
 ) {
     let key = policy.key();
     let status = raw.status.clone().unwrap_or_default();
@@ -383,19 +388,21 @@ async fn sync_status(
         written.insert(key, stored.cloned().or(entry));
         return;
     }
-    let mut patch = serde_json::json!({ "status": {} });
     let mut entry = entry;
-    if !entry_ok {
-        if let Some(e) = entry.as_mut() {
-            // A violation that goes on under other rules keeps its start.
-            e.since = stored
-                .and_then(|s| s.since.clone())
-                .or_else(|| Some(k8s_openapi::jiff::Timestamp::now().to_string()));
-        }
-        patch["status"]["nodes"] = serde_json::json!({ node_name: entry });
+    if !entry_ok && let Some(e) = entry.as_mut() {
+        // A violation that goes on under other rules keeps its start.
+        e.since = stored
+            .and_then(|s| s.since.clone())
+            .or_else(|| Some(k8s_openapi::jiff::Timestamp::now().to_string()));
     }
-    if !problems_ok {
-        patch["status"]["problems"] = serde_json::json!(problems);
+    let patch = status_patch(
+        node_name,
+        (!entry_ok).then_some(entry.as_ref()),
+        (!problems_ok).then_some(problems.as_slice()),
+    );
+    if let Err(e) = scope::status_patch(node_name, &key, &patch) {
+        refusals.refuse(&e);
+        return;
     }
     let api: Api<TASPolicy> = Api::namespaced(client.clone(), &policy.namespace);
     match api
@@ -410,6 +417,23 @@ async fn sync_status(
             tracing::warn!(policy = %key, error = %e, "writing the policy status failed; retrying next period");
         }
     }
+}
+
+/// The merge patch of a policy's status that writes this node's entry (`Some(None)` removes it)
+/// and the problems, each only when given.
+pub fn status_patch(
+    node_name: &str,
+    entry: Option<Option<&NodeViolation>>,
+    problems: Option<&[String]>,
+) -> serde_json::Value {
+    let mut patch = serde_json::json!({ "status": {} });
+    if let Some(entry) = entry {
+        patch["status"]["nodes"] = serde_json::json!({ node_name: entry });
+    }
+    if let Some(problems) = problems {
+        patch["status"]["problems"] = serde_json::json!(problems);
+    }
+    patch
 }
 
 async fn record_label_events(
@@ -472,4 +496,37 @@ async fn sync_gossip(
         }
     }
     *published = violations.clone();
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_patches_name_this_nodes_entry_only() {
+        let entry: NodeViolation = serde_json::from_value(serde_json::json!({
+            "strategies": ["deschedule"], "since": "2026-01-01T00:00:00Z"
+        }))
+        .unwrap();
+        let problems = ["unknown strategy x".to_owned()];
+        let full = status_patch("node-a", Some(Some(&entry)), Some(&problems));
+        assert_eq!(
+            full["status"]["nodes"]
+                .as_object()
+                .unwrap()
+                .keys()
+                .collect::<Vec<_>>(),
+            ["node-a"]
+        );
+        assert_eq!(full["status"]["problems"], serde_json::json!(problems));
+        assert_eq!(scope::status_patch("node-a", "ns/p", &full), Ok(()));
+        let cleared = status_patch("node-a", Some(None), None);
+        assert_eq!(
+            cleared,
+            serde_json::json!({"status": {"nodes": {"node-a": null}}})
+        );
+        let problems_only = status_patch("node-a", None, Some(&problems));
+        assert!(problems_only["status"].get("nodes").is_none());
+    }
 }

@@ -1,7 +1,8 @@
 //! Local eviction: this node's pods linked to a violated deschedule policy leave through the
 //! Eviction API, so PodDisruptionBudgets are honoured (a 429 is retried on a later pass, never
 //! forced). Which pods may go is decided by [`eligibility`], a pure function; [`Evictor`] adds
-//! the rate limit, the API call and the Event on the pod.
+//! the node scope (it evicts only pods bound to its own node, [`crate::scope::pod`], whoever
+//! asks), the rate limit, the API call and the Event on the pod.
 //!
 //! Never evicted: pods of DaemonSets (they would come straight back here), static and mirror
 //! pods (the kubelet owns them), pods annotated `telemesh.io/evict: "never"`, pods already
@@ -17,6 +18,7 @@ use kube::runtime::events::{Event, EventType, Recorder};
 use kube::{Client, Resource as _, ResourceExt as _};
 
 use crate::config::EvictionConfig;
+use crate::scope::{self, Refusals};
 
 /// The opt-out annotation.
 pub const EVICT_ANNOTATION: &str = "telemesh.io/evict";
@@ -89,6 +91,8 @@ pub enum Outcome {
     RateLimited,
     /// Tried recently and refused; waiting before the next try.
     Waiting,
+    /// Bound to another node (or none): refused, never sent.
+    OutsideNode,
     /// Any other error; tried again later.
     Failed,
 }
@@ -103,6 +107,7 @@ impl Outcome {
             Self::Gone => "gone",
             Self::RateLimited => "rate_limited",
             Self::Waiting => "waiting",
+            Self::OutsideNode => "outside_node",
             Self::Failed => "failed",
         }
     }
@@ -113,6 +118,8 @@ const RETRY_AFTER: Duration = Duration::from_secs(5);
 
 /// Evicts pods within the guards.
 pub struct Evictor {
+    node_name: String,
+    refusals: Refusals,
     client: Client,
     recorder: Recorder,
     config: EvictionConfig,
@@ -122,9 +129,18 @@ pub struct Evictor {
 }
 
 impl Evictor {
-    /// An evictor; `client` should not retry 429s itself (a PDB refusal is an answer).
-    pub fn new(client: Client, recorder: Recorder, config: EvictionConfig) -> Self {
+    /// An evictor of `node_name`'s pods; `client` should not retry 429s itself (a PDB refusal
+    /// is an answer). Pods bound elsewhere are refused and counted in `refusals`.
+    pub fn new(
+        node_name: &str,
+        refusals: Refusals,
+        client: Client,
+        recorder: Recorder,
+        config: EvictionConfig,
+    ) -> Self {
         Self {
+            node_name: node_name.to_owned(),
+            refusals,
             client,
             recorder,
             config,
@@ -140,6 +156,10 @@ impl Evictor {
 
     /// Evicts `pod` for `reason` (which names policy, rule and value), unless a guard holds.
     pub async fn evict(&mut self, pod: &Pod, reason: &str, now: Instant) -> Outcome {
+        if let Err(e) = scope::pod(&self.node_name, pod) {
+            self.refusals.refuse(&e);
+            return Outcome::OutsideNode;
+        }
         let uid = pod.uid().unwrap_or_default();
         if self.retry_at.get(&uid).is_some_and(|at| *at > now) {
             return Outcome::Waiting;
@@ -277,6 +297,47 @@ mod tests {
             "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "r", "uid": "u"}]}),
         );
         assert_eq!(eligibility(&ok, old, min), Ok(()));
+    }
+
+    #[tokio::test]
+    async fn pods_of_other_nodes_are_refused_without_a_request() {
+        let (client, seen) = crate::test_client::recording();
+        let reporter = kube::runtime::events::Reporter {
+            controller: "telemesh-agent".into(),
+            instance: Some("node-a".into()),
+        };
+        let recorder = Recorder::new(client.clone(), reporter);
+        let refusals = Refusals::default();
+        let config = EvictionConfig {
+            dry_run: false,
+            max_per_minute: 10,
+            min_pod_age: Duration::ZERO,
+            grace: Duration::ZERO,
+        };
+        let mut evictor = Evictor::new("node-a", refusals.clone(), client, recorder, config);
+        let on = |node: &str| -> Pod {
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "web", "namespace": "shop", "uid": "u"},
+                "spec": {"nodeName": node, "containers": []}
+            }))
+            .unwrap()
+        };
+        let now = Instant::now();
+        assert_eq!(
+            evictor.evict(&on("node-b"), "r", now).await,
+            Outcome::OutsideNode
+        );
+        assert!(seen.lock().is_empty(), "nothing sent: {:?}", seen.lock());
+        assert_eq!(refusals.count(crate::scope::Target::Pod), 1);
+        assert_eq!(
+            evictor.evict(&on("node-a"), "r", now).await,
+            Outcome::Evicted
+        );
+        assert!(
+            seen.lock()[0].starts_with("POST /api/v1/namespaces/shop/pods/web/eviction"),
+            "{:?}",
+            seen.lock()
+        );
     }
 
     #[test]

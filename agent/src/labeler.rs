@@ -166,6 +166,27 @@ mod tests {
         assert!(LabelChange::between(&new, &new).is_empty());
     }
 
+    #[tokio::test]
+    async fn the_labeler_writes_its_own_node_only() {
+        let (client, seen) = crate::test_client::recording();
+        let mut labeler = Labeler::new(Api::all(client), "node-a");
+        let change = labeler
+            .sync(&map(&[("scheduling-policy", "violating")]))
+            .await
+            .unwrap();
+        assert_eq!(change.set.len(), 1);
+        let requests = seen.lock().clone();
+        assert_eq!(requests.len(), 2, "read, then apply: {requests:?}");
+        for r in &requests {
+            assert!(r.contains(" /api/v1/nodes/node-a "), "{r}");
+        }
+        assert!(
+            requests[1].starts_with("PATCH ") && requests[1].contains(r#""name":"node-a""#),
+            "the applied object names its own Node: {}",
+            requests[1]
+        );
+    }
+
     #[test]
     fn owned_labels_come_from_the_managers_apply_entry() {
         let node: Node = serde_json::from_value(serde_json::json!({

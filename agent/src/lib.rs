@@ -22,6 +22,9 @@ pub mod recovery;
 pub mod rewards;
 pub mod run;
 pub mod scavengers;
+pub mod scope;
 pub mod shared;
+#[cfg(test)]
+mod test_client;
 
 pub use run::{Agent, start};

@@ -106,6 +106,8 @@ pub struct AgentMetrics {
     pub scavenger_evictions: Family<EvictionLabels, Counter>,
     /// Policies this node violates now (any strategy).
     pub policies_violated: Gauge,
+    /// Writes outside this node refused, by target ([`crate::scope`]).
+    pub node_scope_refusals: Family<crate::scope::RefusalLabels, Counter>,
     /// Reward (posterior mean) of each pod type on this node.
     pub reward: Family<PodTypeLabel, Gauge<f64, AtomicU64>>,
     /// Evidence (decayed weighted observations) behind each reward.
@@ -193,6 +195,12 @@ impl AgentMetrics {
             "TASPolicies this node violates now (any strategy)",
             policies_violated.clone(),
         );
+        let node_scope_refusals = Family::default();
+        registry.register(
+            "node_scope_refusals",
+            "Writes outside this agent's node it refused, by target (pod: an eviction, status: a TASPolicy status entry)",
+            node_scope_refusals.clone(),
+        );
         let reward = Family::default();
         let reward_evidence = Family::default();
         registry.register(
@@ -219,9 +227,15 @@ impl AgentMetrics {
             evictions,
             scavenger_evictions,
             policies_violated,
+            node_scope_refusals,
             reward,
             reward_evidence,
         }
+    }
+
+    /// The handle that logs and counts refusals of writes outside this node.
+    pub fn refusals(&self) -> crate::scope::Refusals {
+        crate::scope::Refusals::new(self.node_scope_refusals.clone())
     }
 }
 

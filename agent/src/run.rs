@@ -101,6 +101,7 @@ pub async fn start(config: Config, stop: CancellationToken) -> anyhow::Result<Ag
         config.kubeconfig.as_deref(),
         &config.node_name,
         config.policy.eviction.as_ref(),
+        metrics.refusals(),
     )
     .await?;
 

@@ -14,11 +14,12 @@ pub type SharedGossip = Arc<tokio::sync::Mutex<Option<GossipMember>>>;
 pub type SharedEvictor = Arc<tokio::sync::Mutex<crate::evictor::Evictor>>;
 
 /// The node's evictor when local eviction is on: a client that does not retry 429s, Events
-/// recorded as the node's `telemesh-agent`.
+/// recorded as the node's `telemesh-agent`, pods of other nodes refused into `refusals`.
 pub async fn evictor(
     kubeconfig: Option<&Path>,
     node_name: &str,
     config: Option<&crate::config::EvictionConfig>,
+    refusals: crate::scope::Refusals,
 ) -> anyhow::Result<Option<SharedEvictor>> {
     let Some(config) = config else {
         return Ok(None);
@@ -30,7 +31,7 @@ pub async fn evictor(
     };
     let recorder = kube::runtime::events::Recorder::new(client.clone(), reporter);
     Ok(Some(Arc::new(tokio::sync::Mutex::new(
-        crate::evictor::Evictor::new(client, recorder, config.clone()),
+        crate::evictor::Evictor::new(node_name, refusals, client, recorder, config.clone()),
     ))))
 }
 
