@@ -150,14 +150,9 @@ impl Inputs {
         variables: &[(String, Result<CelValue, String>)],
     ) -> Result<CelValue, String> {
         let failed = |why: &str| format!("expression '{}' resulted in error: {why}", e.source);
-        // A variable that failed fails what reads it, with its own error.
-        for (name, value) in variables {
-            if let Err(why) = value
-                && e.reads.contains(name)
-            {
-                return Err(why.clone());
-            }
-        }
+        // Variables are lazy in kube-apiserver: one that failed fails what reads it, with its
+        // own error, only when the read is evaluated (`a || variables.broken` holds when `a`
+        // does). Here it is left out of `variables`, and reading it answers its error.
         let bound = expr::map(
             variables
                 .iter()
@@ -167,7 +162,15 @@ impl Inputs {
         let ctx = self
             .context(policy, bound)
             .map_err(|err| failed(&expr::describe_error(&err).1))?;
-        expr::run(&e.program, &ctx).map_err(|err| failed(&expr::describe_error(&err).1))
+        expr::run(&e.program, &ctx).map_err(|err| {
+            if let ExecutionError::NoSuchKey(key) = &err
+                && e.reads.contains(key.as_str())
+                && let Some((_, Err(why))) = variables.iter().find(|(n, _)| **n == **key)
+            {
+                return why.clone();
+            }
+            failed(&expr::describe_error(&err).1)
+        })
     }
 
     fn context(
@@ -331,6 +334,15 @@ mod tests {
             "a variable's error fails what reads it: {msgs:?}"
         );
         assert_eq!(msgs[1..], ["fixed", "failed expression: 1 == 2"]);
+        let lazy = policy(json!({
+            "variables": [{"name": "broken", "expression": "object.nope"}],
+            "validations": [{"expression": "true || variables.broken == 1"}]
+        }));
+        assert_eq!(
+            evaluate(&lazy, &update(&agent, &node), None),
+            [],
+            "a failed variable that is never read fails nothing"
+        );
         let ignored = evaluate(&p("Ignore"), &update(&agent, &node), None);
         assert_eq!(
             ignored.len(),

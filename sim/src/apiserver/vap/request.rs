@@ -94,7 +94,8 @@ impl Request<'_> {
             json!({"group": self.kind.group, "version": self.kind.version, "kind": self.kind.name});
         let gvr = json!({"group": self.resource.group, "version": self.resource.version, "resource": self.resource.name});
         let mut out = Map::new();
-        out.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
+        // kube-apiserver leaves the uid of a policy's request empty (it is a webhook's).
+        out.insert("uid".into(), json!(""));
         out.insert("kind".into(), gvk.clone());
         out.insert("resource".into(), gvr.clone());
         out.insert("requestKind".into(), gvk);
