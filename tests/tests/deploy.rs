@@ -26,6 +26,7 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value as Json, json};
 use telemesh_core::action::{ActionPhase, WorkloadActionStatus};
 use telemesh_core::policy::TASPolicy;
+use telemesh_sim::apiserver::auth::PodBinding;
 use telemesh_sim::{Auth, Rule, SimConfig, UserInfo};
 use telemesh_tests::cluster::{APP_LABEL, ClusterParts, create_deployment, live_pods};
 use telemesh_tests::mesh::{log_field, script_textfile};
@@ -754,6 +755,14 @@ async fn rendered_objects_are_schema_valid() {
             "rolebinding.rbac.authorization.k8s.io",
             "telemesh-coordinator",
         ),
+        (
+            "validatingadmissionpolicy.admissionregistration.k8s.io",
+            "telemesh-agent-node-scope",
+        ),
+        (
+            "validatingadmissionpolicybinding.admissionregistration.k8s.io",
+            "telemesh-agent-node-scope",
+        ),
     ] {
         assert!(
             out.contains(&format!("{kind}/{name} created")),
@@ -781,6 +790,54 @@ async fn rendered_objects_are_schema_valid() {
         .fail(&["apply", "--validate=strict", "-f", bad.to_str().unwrap()])
         .await;
     assert!(err.contains("hostNetwrk"), "{err}");
+}
+
+/// The agent's node scope (deploy/README.md, "Node-scoped agents"): on by default, a
+/// ValidatingAdmissionPolicy matching exactly the agent's service account and a binding that
+/// denies; off, neither is rendered. agent/tests/node_scope.rs shows what the policy refuses.
+#[test]
+fn the_node_scope_policy_binds_the_agents_service_account_and_is_optional() {
+    let docs = render(json!({}));
+    let vap = find(
+        &docs,
+        "ValidatingAdmissionPolicy",
+        "telemesh-agent-node-scope",
+    );
+    let binding = find(
+        &docs,
+        "ValidatingAdmissionPolicyBinding",
+        "telemesh-agent-node-scope",
+    );
+    assert_eq!(binding["spec"]["policyName"], vap["metadata"]["name"]);
+    assert_eq!(binding["spec"]["validationActions"], json!(["Deny"]));
+    assert!(
+        binding["spec"].get("matchResources").is_none(),
+        "every request the policy matches"
+    );
+    let sa = &find(&docs, "DaemonSet", "telemesh-agent")["spec"]["template"]["spec"]["serviceAccountName"];
+    let username = format!("system:serviceaccount:{NAMESPACE}:{}", sa.as_str().unwrap());
+    assert_eq!(
+        vap["spec"]["matchConditions"],
+        json!([{"name": "telemesh-agent", "expression": format!("request.userInfo.username == '{username}'")}])
+    );
+    assert_eq!(vap["spec"]["failurePolicy"], "Fail");
+    // What the agent's ClusterRole lets it write to a node's or a policy's state is matched.
+    let matched: Vec<String> = vap["spec"]["matchConstraints"]["resourceRules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|r| r["resources"].as_array().unwrap().iter())
+        .map(|r| r.as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(matched, ["nodes", "taspolicies/status", "pods/eviction"]);
+
+    let off = render(json!({"agent": {"nodeScope": {"enabled": false}}}));
+    for kind in [
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+    ] {
+        assert!(kinds(&off, kind).is_empty(), "{kind} rendered while off");
+    }
 }
 
 /// The namespaces where the coordinator may read Secrets; panics if any grant reads them
@@ -1187,7 +1244,14 @@ async fn rbac_grants_exactly_what_the_binaries_call() {
     // Secrets checked in the namespace the ScavengerJobs below use, so that grant is exercised.
     let docs = render(json!({"scavengers": {"secretNamespaces": [ACTIONS_NS]}}));
     let grants = grants(&docs);
-    let agent = service_account("telemesh-agent");
+    // The agent's token is the one kubelet mounts in its Pod on sim-node-0: bound to that Pod,
+    // so it names the node, which the chart's node-scope policy requires of the agent's writes.
+    let agent = service_account("telemesh-agent").bound_to_pod(&PodBinding {
+        pod_name: "telemesh-agent-x7k2p".into(),
+        pod_uid: "uid-agent-pod".into(),
+        node_name: "sim-node-0".into(),
+        node_uid: "uid-sim-node-0".into(),
+    });
     let coordinator = service_account("telemesh-coordinator");
     let tokens = [
         (
