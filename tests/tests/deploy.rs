@@ -330,7 +330,7 @@ async fn chart_values_render_what_they_promise() {
     let all = json!({
         "quic": {"tlsSecret": "agent-quic", "coordinatorTlsSecret": "coordinator-quic"},
         "extender": {"tlsSecret": "extender-tls", "clientCASecret": "scheduler-ca"},
-        "agent": {"textfileDir": "/var/lib/node_exporter/textfile_collector", "extraArgs": ["--local-eviction=false"]},
+        "agent": {"textfileDir": "/var/lib/node_exporter/textfile_collector", "localEviction": false, "extraArgs": ["--eviction-dry-run"]},
         "gossip": {"existingSecret": "my-gossip"},
     });
     for overrides in [json!({}), all.clone()] {
@@ -509,15 +509,21 @@ async fn chart_values_render_what_they_promise() {
                     .any(|v| v["hostPath"]["path"] == dir),
                 "{dir} is not a hostPath volume"
             );
+            for a in ["--local-eviction=false", "--eviction-dry-run"] {
+                assert!(agent_args.as_array().unwrap().contains(&json!(a)), "{a}");
+            }
+            // No local eviction: the agent may not evict at all, and the node-scope policy
+            // has no eviction to watch.
+            let role = find(&docs, "ClusterRole", "telemesh-agent");
             assert!(
-                agent_args
-                    .as_array()
-                    .unwrap()
-                    .contains(&json!("--local-eviction=false"))
+                !role.to_string().contains("pods/eviction"),
+                "agent.localEviction=false still grants evictions: {role}"
             );
+            let vap = find(&docs, "ValidatingAdmissionPolicy", "telemesh-agent-node-scope");
+            assert!(!vap.to_string().contains("pods/eviction"), "{vap}");
             assert!(kinds(&docs, "Secret").is_empty(), "existingSecret is used");
         } else {
-            for f in ["--quic-listen", "--quic-ca", "--textfile-dir"] {
+            for f in ["--quic-listen", "--quic-ca", "--textfile-dir", "--local-eviction"] {
                 assert_eq!(flag(agent_args, f), None, "{f}");
             }
             for f in ["--quic-ca", "--extender-cert", "--extender-client-ca"] {
