@@ -519,11 +519,20 @@ async fn chart_values_render_what_they_promise() {
                 !role.to_string().contains("pods/eviction"),
                 "agent.localEviction=false still grants evictions: {role}"
             );
-            let vap = find(&docs, "ValidatingAdmissionPolicy", "telemesh-agent-node-scope");
+            let vap = find(
+                &docs,
+                "ValidatingAdmissionPolicy",
+                "telemesh-agent-node-scope",
+            );
             assert!(!vap.to_string().contains("pods/eviction"), "{vap}");
             assert!(kinds(&docs, "Secret").is_empty(), "existingSecret is used");
         } else {
-            for f in ["--quic-listen", "--quic-ca", "--textfile-dir", "--local-eviction"] {
+            for f in [
+                "--quic-listen",
+                "--quic-ca",
+                "--textfile-dir",
+                "--local-eviction",
+            ] {
                 assert_eq!(flag(agent_args, f), None, "{f}");
             }
             for f in ["--quic-ca", "--extender-cert", "--extender-client-ca"] {
