@@ -5,7 +5,9 @@
 //! discovery (legacy and aggregated), get/list/watch with resourceVersions, selectors,
 //! pagination, create/update/patch (merge, strategic, JSON patch, server-side apply)/delete with
 //! finalizers and garbage collection, status/scale/binding/eviction subresources, CRDs served at
-//! run time with schema and CEL validation, Tables for kubectl and OpenAPI v3.
+//! run time with schema and CEL validation, ValidatingAdmissionPolicies enforced on clients'
+//! writes, bearer tokens (bound to a Pod and its Node if need be), Tables for kubectl and
+//! OpenAPI v3.
 //!
 //! ```no_run
 //! # async fn demo() -> anyhow::Result<()> {

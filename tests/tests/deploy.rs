@@ -11,7 +11,8 @@
 //!   against a sim that authorizes with the rendered roles (the coordinator's includes running
 //!   workload actions that a caller with its own token sends to `POST /rpc`, and
 //!   ScavengerJobs run to the end and interrupted): no call is denied, and every granted rule
-//!   is used.
+//!   is used. The agent's token is bound to its node and the node-scope admission policy is
+//!   installed, so the agent's writes pass it too.
 #![allow(clippy::unwrap_used)]
 
 use std::collections::{BTreeMap, BTreeSet};
