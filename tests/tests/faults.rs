@@ -33,7 +33,7 @@ use serde_json::{Value, json};
 use telemesh_sim::faults::{ClientCounts, Fault};
 use telemesh_tests::cluster::{ClusterParts, POLICY_NAMESPACE, install_example_policy};
 use telemesh_tests::fabric::Fabric;
-use telemesh_tests::mesh::{Coordinator, MESH_WAIT, Mesh, metric_value};
+use telemesh_tests::mesh::{Coordinator, Mesh, metric_value};
 use telemesh_tests::upstream::{KUBE_SCHEDULER, KubeScheduler};
 use telemesh_tests::{SimEnv, eventually};
 use tokio::time::Instant;
@@ -402,4 +402,459 @@ async fn a_throttling_api_server_is_waited_out_by_every_client_and_labels_and_ev
     ));
     tokio::time::sleep(POLICY_INTERVAL * 10).await;
     scene.assert_nothing_twice(BAD, &held).await;
+}
+
+/// An agent SIGKILLed while it evicts, restarted as its DaemonSet would, with the extender
+/// called all along.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_killed_while_it_evicts_restarts_without_doing_anything_twice() {
+    // Five evictions a minute: the first process spends its budget on five of the ten pods
+    // (so the kill lands mid-work, whatever the timing), the restarted one does the rest.
+    const PODS: usize = 10;
+    const BUDGET: usize = 5;
+    let mut scene = Scene::start(&[
+        "--violation-grace=1s",
+        "--min-pod-age=1s",
+        "--max-evictions-per-minute=5",
+    ])
+    .await;
+    let held = scene.held_pods(BAD, PODS).await;
+    let generation = view_entry(&scene.mesh.coordinators[0], BAD).await["generation"].clone();
+
+    // The load: kube-scheduler's calls, as fast as a busy scheduler makes them.
+    let load = Load::start(&scene.mesh.coordinators);
+    scene.mesh.script(BAD, "node_metric -1\n");
+    eventually("the first agent's evictions", WAIT, || async {
+        (scene.evicted(&held).await >= BUDGET).then_some(())
+    })
+    .await;
+    scene.mesh.kill_agent(BAD).await;
+    let killed = Instant::now();
+    scene.mesh.restart_agent(&scene.env, BAD).await;
+    // The restarted agent (a new gossip generation) finishes the work.
+    eventually("every pod evicted after the restart", WAIT, || async {
+        (scene.evicted(&held).await == PODS).then_some(())
+    })
+    .await;
+    let done = killed.elapsed();
+    scene
+        .mesh
+        .wait_node(BAD, |e| e["generation"] != generation)
+        .await;
+    let rejoined = killed.elapsed();
+    let calls = load.stop().await;
+    figure(&format!(
+        "agent SIGKILL: restarted agent finished the evictions {:.1} s after the kill, its node \
+         live again in every view (new generation) after {:.1} s; {} extender calls meanwhile, none failed",
+        done.as_secs_f64(),
+        rejoined.as_secs_f64(),
+        calls
+    ));
+    // Nothing twice across the two processes: one Evicted Event per pod, the label written
+    // once (the restarted agent finds it applied already).
+    tokio::time::sleep(POLICY_INTERVAL * 10).await;
+    let evictions = scene.evictions_recorded().await;
+    for name in &held {
+        assert_eq!(evictions.get(name), Some(&1), "{name}: {evictions:?}");
+    }
+    let sets = events_by_object(&scene.client, "default", "TelemetryLabelSet").await;
+    assert_eq!(sets.get(BAD), Some(&1), "{sets:?}");
+    assert!(scene.labelled(BAD).await);
+}
+
+/// `coordinator`'s view entry of `node` (as `GET /api/v1/nodes` lists it).
+async fn view_entry(coordinator: &Coordinator, node: &str) -> Value {
+    let url = format!("http://{}/api/v1/nodes", coordinator.api);
+    let body = telemesh_sim::cluster::http::request(http::Method::GET, &url, None)
+        .await
+        .unwrap();
+    let view: Value = serde_json::from_slice(&body).unwrap();
+    view["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["name"] == node)
+        .cloned()
+        .unwrap_or_else(|| panic!("{node} not in {view}"))
+}
+
+/// Extender filter calls to every coordinator in turn until stopped, each asserted answered.
+struct Load {
+    stop: tokio_util::sync::CancellationToken,
+    task: tokio::task::JoinHandle<usize>,
+}
+
+impl Load {
+    fn start(coordinators: &[Coordinator]) -> Self {
+        let urls: Vec<String> = coordinators
+            .iter()
+            .map(|c| format!("{}/filter", c.url_prefix()))
+            .collect();
+        let stop = tokio_util::sync::CancellationToken::new();
+        let body =
+            serde_json::to_vec(&json!({"Pod": linked_pod("load"), "NodeNames": NODES})).unwrap();
+        let task = tokio::spawn({
+            let stop = stop.clone();
+            async move {
+                let mut calls = 0;
+                while !stop.is_cancelled() {
+                    let url = &urls[calls % urls.len()];
+                    let reply = telemesh_sim::cluster::http::request(
+                        http::Method::POST,
+                        url,
+                        Some(body.clone()),
+                    )
+                    .await
+                    .unwrap_or_else(|e| panic!("extender call {calls} to {url} failed: {e:#}"));
+                    let reply: Value = serde_json::from_slice(&reply).unwrap();
+                    assert!(
+                        reply["Error"].as_str().unwrap_or_default().is_empty(),
+                        "{reply}"
+                    );
+                    calls += 1;
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                calls
+            }
+        });
+        Self { stop, task }
+    }
+
+    /// Stops the calls; returns how many were made (panics if one failed).
+    async fn stop(self) -> usize {
+        self.stop.cancel();
+        self.task.await.unwrap()
+    }
+}
+
+/// kube-scheduler's line for an extender call that failed and was skipped (`ignorable`).
+const SKIPPED: &str = "Skipping extender as it returned error and has ignorable flag set";
+
+/// A pod linked to the policy, for kube-scheduler to place.
+fn linked(name: &str) -> Pod {
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "labels": {"telemetry-policy": "scheduling-policy"}},
+        "spec": {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10",
+                                 "resources": {"requests": {"cpu": "10m"}}}]}
+    }))
+    .unwrap()
+}
+
+/// Waits until every pod of `names` is bound; returns name → node.
+async fn bound(pods: &Api<Pod>, names: &[String]) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    for name in names {
+        let node = eventually(&format!("{name} bound"), WAIT, || async {
+            pods.get(name).await.ok()?.spec?.node_name
+        })
+        .await;
+        out.insert(name.clone(), node);
+    }
+    out
+}
+
+/// A coordinator replica SIGKILLed while the real kube-scheduler calls the extender through the
+/// Service, then the other: one answers; with none, `ignorable` lets scheduling go on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_coordinator_killed_while_the_scheduler_calls_leaves_the_other_answering() {
+    let test = "a_coordinator_killed_while_the_scheduler_calls_leaves_the_other_answering";
+    let Some(binary) = KUBE_SCHEDULER.find(test) else {
+        return;
+    };
+    telemesh_core::telemetry::init(telemesh_core::cli::LogFormat::Text, "warn");
+    let env = SimEnv::start(NODES.len()).await;
+    let _parts = ClusterParts::start(&env, NODES.len()).await;
+    let client = env.client().await;
+    install_example_policy(&client).await;
+    // sim-node-1 breaks dontschedule (node_metric < 10): the extender refuses it.
+    let metrics = ["node_metric 50\n", "node_metric 5\n", "node_metric 30\n"];
+    let nodes: Vec<(&str, &str)> = NODES.iter().copied().zip(metrics).collect();
+    let mut mesh = Mesh::start(&env, &nodes, &[], 2).await;
+    mesh.wait_metric(BAD, "node_metric", 5.0).await;
+    // The coordinators' Service, as kube-proxy spreads connections over ready replicas.
+    let service = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url_prefix = format!("http://{}/scheduler", service.local_addr().unwrap());
+    let backends = mesh.coordinators.iter().map(|c| c.extender).collect();
+    let stop = tokio_util::sync::CancellationToken::new();
+    let _stop = stop.clone().drop_guard();
+    tokio::spawn(telemesh_sim::cluster::service::serve(
+        service, backends, stop,
+    ));
+    let scheduler = KubeScheduler::start(&binary, &env, &url_prefix, true);
+    let skipped = || {
+        scheduler
+            .process
+            .output()
+            .iter()
+            .filter(|l| l.contains(SKIPPED))
+            .count()
+    };
+    let pods: Api<Pod> = Api::namespaced(client.clone(), POLICY_NAMESPACE);
+    // Creates pods one every 100 ms; returns their names and creation times.
+    let create = |names: std::ops::Range<usize>| {
+        let pods = pods.clone();
+        async move {
+            let mut created = Vec::new();
+            for i in names {
+                let name = format!("pod-{i}");
+                pods.create(&PostParams::default(), &linked(&name))
+                    .await
+                    .unwrap();
+                created.push((name, Instant::now()));
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            created
+        }
+    };
+    let names = |created: &[(String, Instant)]| -> Vec<String> {
+        created.iter().map(|(n, _)| n.clone()).collect()
+    };
+
+    // Both replicas: the extender keeps every pod off the refused node.
+    let first = create(0..10).await;
+    let placed = bound(&pods, &names(&first)).await;
+    assert!(placed.values().all(|n| n != BAD), "{placed:?}");
+    assert_eq!(skipped(), 0);
+
+    // One replica SIGKILLed while pods keep coming.
+    let before = mesh.coordinators[1].metrics().await;
+    let filters = |m: &str| {
+        metric_value(
+            m,
+            "telemesh_coordinator_extender_latency_seconds_count{verb=\"Filter\"}",
+        )
+    };
+    let (during, killed) = tokio::join!(create(10..30), async {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        mesh.coordinators[0].process.kill().await;
+        Instant::now()
+    });
+    let placed = bound(&pods, &names(&during)).await;
+    let after_kill = during.iter().filter(|(_, at)| *at > killed).count();
+    let answered = filters(&mesh.coordinators[1].metrics().await) - filters(&before);
+    let misses = skipped();
+    let on_bad = placed.values().filter(|n| *n == BAD).count();
+    figure(&format!(
+        "coordinator SIGKILL under kube-scheduler: {} pods scheduled across the kill, the survivor \
+         answered {answered} filter calls, {misses} call(s) failed and were skipped (in flight at the kill)",
+        during.len()
+    ));
+    // Only a call in flight at the kill can fail (kube-scheduler calls one pod at a time);
+    // the survivor answered the rest, and a pod lands on the refused node only through a
+    // skipped call.
+    assert!(misses <= 1, "{misses} skipped calls: {placed:?}");
+    assert!(
+        on_bad <= misses,
+        "{on_bad} pods on {BAD} with {misses} skipped calls"
+    );
+    assert!(
+        answered >= (after_kill - misses) as f64,
+        "{answered} filter calls answered by the survivor for {after_kill} pods created after the kill"
+    );
+
+    // Every replica down: ignorable, so scheduling goes on without the extender.
+    mesh.kill_coordinators().await;
+    let after = names(&create(30..35).await);
+    let placed = bound(&pods, &after).await;
+    assert_eq!(placed.len(), after.len());
+    assert!(
+        skipped() >= misses + after.len(),
+        "each pod skipped the extender"
+    );
+}
+
+/// Every coordinator's view of every node's liveness, sampled every 20 ms from its JSON API
+/// (what a client of the view sees; the view publishes at most every `--view-tick`, 50 ms),
+/// repeats collapsed: `(replica, node)` → `["live", "dead", "live"]`.
+struct ViewSampler {
+    stop: tokio_util::sync::CancellationToken,
+    task: tokio::task::JoinHandle<BTreeMap<(usize, String), Vec<String>>>,
+}
+
+impl ViewSampler {
+    fn start(coordinators: &[Coordinator]) -> Self {
+        let apis: Vec<String> = coordinators
+            .iter()
+            .map(|c| format!("http://{}/api/v1/nodes", c.api))
+            .collect();
+        let stop = tokio_util::sync::CancellationToken::new();
+        let task = tokio::spawn({
+            let stop = stop.clone();
+            async move {
+                let mut seen: BTreeMap<(usize, String), Vec<String>> = BTreeMap::new();
+                while !stop.is_cancelled() {
+                    for (r, url) in apis.iter().enumerate() {
+                        let Ok(body) =
+                            telemesh_sim::cluster::http::request(http::Method::GET, url, None)
+                                .await
+                        else {
+                            continue;
+                        };
+                        let view: Value = serde_json::from_slice(&body).unwrap();
+                        for n in view["nodes"].as_array().into_iter().flatten() {
+                            let (name, liveness) = (n["name"].as_str(), n["liveness"].as_str());
+                            let (Some(name), Some(liveness)) = (name, liveness) else {
+                                continue;
+                            };
+                            let line = seen.entry((r, name.to_owned())).or_default();
+                            if line.last().map(String::as_str) != Some(liveness) {
+                                line.push(liveness.to_owned());
+                            }
+                        }
+                    }
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                seen
+            }
+        });
+        Self { stop, task }
+    }
+
+    /// Stops sampling; returns the timelines.
+    async fn stop(self) -> BTreeMap<(usize, String), Vec<String>> {
+        self.stop.cancel();
+        self.task.await.unwrap()
+    }
+}
+
+/// Waits until coordinator `r`'s view shows each of `nodes` as `liveness`.
+async fn until_view(mesh: &Mesh, r: usize, nodes: &[&str], liveness: &str) {
+    let c = &mesh.coordinators[r];
+    eventually(
+        &format!("coordinator {r} to see {nodes:?} {liveness}"),
+        WAIT,
+        || async {
+            for node in nodes {
+                if view_entry(c, node).await["liveness"] != liveness {
+                    return None;
+                }
+            }
+            Some(())
+        },
+    )
+    .await;
+}
+
+const MESH_NODES: [&str; 4] = ["sim-node-0", "sim-node-1", "sim-node-2", "sim-node-3"];
+
+/// Four agents and two coordinators gossiping through a fabric, with `args` for every member.
+async fn mesh_on_fabric(args: &[&str]) -> (SimEnv, Fabric, Mesh) {
+    telemesh_core::telemetry::init(telemesh_core::cli::LogFormat::Text, "warn");
+    let env = SimEnv::start(MESH_NODES.len()).await;
+    let fabric = Fabric::new();
+    let texts: Vec<String> = (0..MESH_NODES.len())
+        .map(|i| format!("node_metric {i}\n"))
+        .collect();
+    let nodes: Vec<(&str, &str)> = MESH_NODES
+        .iter()
+        .copied()
+        .zip(texts.iter().map(String::as_str))
+        .collect();
+    let mesh = Mesh::start_on(Some(fabric.clone()), &env, &nodes, args, args, 2).await;
+    (env, fabric, mesh)
+}
+
+/// The gossip split into two halves, each with a coordinator, then healed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gossip_partition_marks_the_far_half_dead_then_live_without_flapping() {
+    // How long the halves stay apart once each side sees the other dead, and how long the
+    // healed views are watched for a flap: 20 gossip rounds each.
+    const HOLD: Duration = Duration::from_secs(2);
+    let (_env, fabric, mesh) = mesh_on_fabric(&[]).await;
+    let halves: [[&str; 3]; 2] = [
+        ["coordinator-0", "sim-node-0", "sim-node-1"],
+        ["coordinator-1", "sim-node-2", "sim-node-3"],
+    ];
+    let far = |r: usize| &halves[1 - r][1..];
+    let sampler = ViewSampler::start(&mesh.coordinators);
+    fabric.partition(&[&halves[0], &halves[1]]);
+    let split = Instant::now();
+    for r in 0..2 {
+        until_view(&mesh, r, far(r), "dead").await;
+    }
+    let dead = split.elapsed();
+    tokio::time::sleep(HOLD).await;
+    fabric.heal();
+    let healed = Instant::now();
+    for r in 0..2 {
+        until_view(&mesh, r, &MESH_NODES, "live").await;
+    }
+    let whole = healed.elapsed();
+    tokio::time::sleep(HOLD).await;
+    let timelines = sampler.stop().await;
+    figure(&format!(
+        "gossip partition (100 ms rounds): far half dead in every view {:.1} s after the split; \
+         partition healed -> view whole {:.1} s",
+        dead.as_secs_f64(),
+        whole.as_secs_f64()
+    ));
+    for r in 0..2 {
+        for node in MESH_NODES {
+            let line = &timelines[&(r, node.to_owned())];
+            let expected: &[&str] = if far(r).contains(&node) {
+                &["live", "dead", "live"]
+            } else {
+                &["live"]
+            };
+            assert_eq!(
+                line, expected,
+                "coordinator {r}'s view of {node}: {timelines:?}"
+            );
+        }
+    }
+}
+
+/// 20 % of every gossip datagram lost, 1 s rounds as in production: telemetry still reaches
+/// every coordinator within the target (≤ 3 s, docs/agent.md), and no node looks dead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gossip_losing_a_fifth_of_its_datagrams_still_converges_within_the_target() {
+    const TARGET: Duration = Duration::from_secs(3);
+    let (_env, fabric, mesh) = mesh_on_fabric(&["--gossip-interval=1s"]).await;
+    // Telemetry change → every coordinator's view shows it, `n` times, node after node.
+    let mut value = 100.0;
+    let converge = async |n: usize, value: &mut f64| -> Vec<Duration> {
+        let mut took = Vec::new();
+        for i in 0..n {
+            *value += 1.0;
+            let node = MESH_NODES[i % MESH_NODES.len()];
+            mesh.script(node, &format!("node_metric {value}\n"));
+            let changed = Instant::now();
+            mesh.wait_metric(node, "node_metric", *value).await;
+            took.push(changed.elapsed());
+        }
+        took.sort();
+        took
+    };
+    let clean = converge(4, &mut value).await;
+    let (passed_before, dropped_before) = fabric.counts();
+    fabric.set_loss(0.2);
+    let sampler = ViewSampler::start(&mesh.coordinators);
+    let lossy = converge(8, &mut value).await;
+    let timelines = sampler.stop().await;
+    let (passed, dropped) = fabric.counts();
+    let (passed, dropped) = (passed - passed_before, dropped - dropped_before);
+    let summary = |t: &[Duration]| {
+        format!(
+            "p50 {:.2} s, max {:.2} s",
+            t[t.len() / 2].as_secs_f64(),
+            t[t.len() - 1].as_secs_f64()
+        )
+    };
+    figure(&format!(
+        "gossip convergence (1 s rounds, telemetry file -> both coordinators' views): no loss {}; \
+         20 % loss {} ({} of {} datagrams dropped); target <= {} s",
+        summary(&clean),
+        summary(&lossy),
+        dropped,
+        passed + dropped,
+        TARGET.as_secs()
+    ));
+    for (key, line) in &timelines {
+        assert_eq!(line, &["live"], "{key:?} flapped under loss: {timelines:?}");
+    }
+    let worst = lossy[lossy.len() - 1];
+    assert!(
+        worst <= TARGET,
+        "a change took {worst:?} under 20 % loss: {lossy:?}"
+    );
 }
