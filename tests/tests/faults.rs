@@ -300,6 +300,16 @@ async fn api_server_gone_nothing_exits_gossip_and_extender_work_labels_and_evict
         assert_eq!(passed, ["sim-node-0", "sim-node-2"]);
     }
     // The outage lasts its full length; every second, every process still runs.
+    while down.elapsed() < OUTAGE - Duration::from_secs(5) {
+        scene.assert_all_running("during the outage");
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    // Near its end, gossip and the extender still work from memory.
+    scene.mesh.script("sim-node-0", "node_metric 40\n");
+    scene.mesh.wait_metric("sim-node-0", "node_metric", 40.0).await;
+    for c in &scene.mesh.coordinators {
+        assert_eq!(filter(c).await.1, [BAD], "late in the outage, {}", c.url_prefix());
+    }
     while down.elapsed() < OUTAGE {
         scene.assert_all_running("during the outage");
         tokio::time::sleep(Duration::from_secs(1)).await;
@@ -639,10 +649,11 @@ async fn a_coordinator_killed_while_the_scheduler_calls_leaves_the_other_answeri
          answered {answered} filter calls, {misses} call(s) failed and were skipped (in flight at the kill)",
         during.len()
     ));
-    // Only a call in flight at the kill can fail (kube-scheduler calls one pod at a time);
-    // the survivor answered the rest, and a pod lands on the refused node only through a
-    // skipped call.
-    assert!(misses <= 1, "{misses} skipped calls: {placed:?}");
+    // Only calls caught by the kill can fail: the one in flight (kube-scheduler schedules one
+    // pod at a time) and at most one more, sent on that connection before kube-scheduler's
+    // HTTP client saw it close. The survivor answered the rest, and a pod lands on the
+    // refused node only through a skipped call.
+    assert!(misses <= 2, "{misses} skipped calls: {placed:?}");
     assert!(
         on_bad <= misses,
         "{on_bad} pods on {BAD} with {misses} skipped calls"
