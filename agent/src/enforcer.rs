@@ -5,6 +5,10 @@
 //! When the node stops breaking every dontschedule rule, [`crate::recovery`] annotates the
 //! Node so kube-scheduler retries the pods our extender held back.
 //!
+//! Evaluation, gossip and metrics run every period whatever the API server does; the writes
+//! go behind the agent's one backoff ([`crate::api_backoff`]): when one finds the server
+//! unavailable, the rest of the pass waits, and they all catch up once a write gets through.
+//!
 //! Status: each agent writes only `status.nodes.<its node>` of a policy, by JSON merge patch on
 //! the status subresource: agents never contend for one field (no resourceVersion conflicts at
 //! 5,000 nodes), and a reader sees in one object which nodes violate which rule with which
@@ -37,6 +41,7 @@ use telemesh_core::policy::{
 };
 use tokio_util::sync::CancellationToken;
 
+use crate::api_backoff::{self, SharedApiBackoff};
 use crate::config::PolicyConfig;
 use crate::evictor::{Outcome, eligibility, truncate};
 use crate::labeler::{LabelChange, Labeler};
@@ -52,8 +57,10 @@ pub type LatestSamples = Arc<RwLock<Option<(SystemTime, Vec<Sample>)>>>;
 pub struct Inputs {
     /// This node.
     pub node_name: String,
-    /// Client for labels, status and events.
+    /// Client for labels, status and events: a [`crate::shared::write_client`].
     pub client: Client,
+    /// The agent's backoff for an unavailable API server, shared with the evictor.
+    pub backoff: SharedApiBackoff,
     /// The node's evictor (shared with the scavenger loop, so the rate limit is the node's);
     /// `None`: local eviction is off.
     pub evictor: Option<crate::shared::SharedEvictor>,
@@ -180,6 +187,7 @@ pub async fn run(inputs: Inputs, stop: CancellationToken) {
     let Inputs {
         node_name,
         client,
+        backoff,
         evictor,
         policies,
         pods,
@@ -234,6 +242,7 @@ pub async fn run(inputs: Inputs, stop: CancellationToken) {
         let mut reasons: BTreeMap<String, String> = BTreeMap::new();
         let mut violations: BTreeMap<String, String> = BTreeMap::new();
         let mut to_evict: Vec<(Arc<Policy>, String)> = Vec::new();
+        let mut statuses = Vec::new();
         let mut live_policies = HashSet::new();
         let mut breaking_dont_schedule = false;
         for (raw, policy) in &current {
@@ -270,65 +279,88 @@ pub async fn run(inputs: Inputs, stop: CancellationToken) {
             if !violated.is_empty() {
                 violations.insert(key.clone(), violated.join(","));
             }
-            sync_status(
+            statuses.push((raw, policy, outcomes.status_entry()));
+        }
+        violating_since.retain(|k, _| live_policies.contains(k));
+        written.retain(|k, _| live_policies.contains(k));
+        // Gossip and metrics from memory, whatever the API server does.
+        metrics.policies_violated.set(violations.len() as i64);
+        sync_gossip(&gossip, &violations, &mut gossiped).await;
+        let announce = recovery.observe(breaking_dont_schedule, Instant::now());
+
+        // The writes, while the API server answers; the first that finds it unavailable ends
+        // the pass, and the next pass waits for the agent's backoff.
+        let mut writes = Writes::begin(&backoff);
+        for (raw, policy, entry) in statuses {
+            if !writes.open() {
+                break;
+            }
+            let result = sync_status(
                 &client,
                 raw,
                 policy,
                 &node_name,
-                outcomes.status_entry(),
+                entry,
                 &mut written,
                 &refusals,
             )
             .await;
+            writes.note(&result, "writing the policy status");
         }
-        violating_since.retain(|k, _| live_policies.contains(k));
-        written.retain(|k, _| live_policies.contains(k));
-
-        match labeler.sync(&desired).await {
-            Ok(change) if !change.is_empty() => {
-                record_label_events(&recorder, &node_ref, &change, &reasons, &label_reasons).await;
-                metrics
-                    .labels_written
-                    .get_or_create(&LabelWriteLabels {
-                        action: "set".into(),
-                    })
-                    .inc_by(change.set.len() as u64);
-                metrics
-                    .labels_written
-                    .get_or_create(&LabelWriteLabels {
-                        action: "removed".into(),
-                    })
-                    .inc_by(change.removed.len() as u64);
-                label_reasons = reasons;
-            }
-            Ok(_) => label_reasons = reasons,
-            Err(e) => {
-                tracing::warn!(node.name = %node_name, error = %e, "writing policy labels failed; retrying next period")
+        if writes.open() {
+            let result = labeler.sync(&desired).await;
+            writes.note(&result, "writing policy labels");
+            match result {
+                Ok(change) if !change.is_empty() => {
+                    record_label_events(&recorder, &node_ref, &change, &reasons, &label_reasons)
+                        .await;
+                    metrics
+                        .labels_written
+                        .get_or_create(&LabelWriteLabels {
+                            action: "set".into(),
+                        })
+                        .inc_by(change.set.len() as u64);
+                    metrics
+                        .labels_written
+                        .get_or_create(&LabelWriteLabels {
+                            action: "removed".into(),
+                        })
+                        .inc_by(change.removed.len() as u64);
+                    label_reasons = reasons;
+                }
+                Ok(_) => label_reasons = reasons,
+                Err(_) => {}
             }
         }
-        if recovery.observe(breaking_dont_schedule, Instant::now()) {
-            match crate::recovery::announce(&Api::<Node>::all(client.clone()), &node_name).await {
-                Ok(()) => tracing::info!(
+        if announce {
+            let result = if writes.open() {
+                let result =
+                    crate::recovery::announce(&Api::<Node>::all(client.clone()), &node_name).await;
+                writes.note(&result, "writing the recovery annotation");
+                result.is_ok()
+            } else {
+                false
+            };
+            if result {
+                tracing::info!(
                     node.name = %node_name,
                     "node breaks no dontschedule rule; annotated so the scheduler retries held-back pods"
-                ),
-                Err(e) => {
-                    recovery.write_failed();
-                    tracing::warn!(node.name = %node_name, error = %e, "writing the recovery annotation failed; retrying later");
-                }
+                );
+            } else {
+                recovery.write_failed();
             }
         }
-        metrics.policies_violated.set(violations.len() as i64);
-        sync_gossip(&gossip, &violations, &mut gossiped).await;
 
-        if let Some(evictor) = &evictor {
+        if let Some(evictor) = evictor.as_ref().filter(|_| writes.open()) {
             let mut evictor = evictor.lock().await;
             let pods_now = pods.state();
             evictor.retain(&pods_now.iter().filter_map(|p| p.uid()).collect());
-            for (policy, reason) in &to_evict {
+            'evict: for (policy, reason) in &to_evict {
                 for pod in pods_now.iter().filter(|p| linked(p, policy)) {
                     let age = pod_age(pod);
-                    if eligibility(pod, age, evictor.config().min_pod_age).is_err() {
+                    if eligibility(pod, age, evictor.config().min_pod_age).is_err()
+                        || evictor.evicted(pod)
+                    {
                         continue;
                     }
                     let outcome = evictor.evict(pod, reason, Instant::now()).await;
@@ -338,10 +370,53 @@ pub async fn run(inputs: Inputs, stop: CancellationToken) {
                             outcome: outcome.as_str().into(),
                         })
                         .inc();
-                    if outcome == Outcome::RateLimited {
-                        break;
+                    if outcome == Outcome::RateLimited || outcome.api_unavailable() {
+                        break 'evict;
                     }
                 }
+            }
+        }
+    }
+}
+
+/// One pass's writes behind the agent's backoff ([`crate::api_backoff`]).
+struct Writes<'a> {
+    backoff: &'a SharedApiBackoff,
+    open: bool,
+}
+
+impl<'a> Writes<'a> {
+    /// Open when the backoff lets a write go now.
+    fn begin(backoff: &'a SharedApiBackoff) -> Self {
+        let open = backoff.lock().ready(Instant::now());
+        Self { backoff, open }
+    }
+
+    /// Whether this pass may still write.
+    fn open(&self) -> bool {
+        self.open
+    }
+
+    /// Notes what a write's result says about the API server (and logs a failure): an
+    /// unavailable server closes the pass and backs off; an answer, even a refusal, resets the
+    /// backoff.
+    fn note<T>(&mut self, result: &Result<T, kube::Error>, what: &'static str) {
+        let Err(e) = result else {
+            self.backoff.lock().succeeded();
+            return;
+        };
+        match api_backoff::unavailable(e) {
+            Some(retry_after) => {
+                let wait =
+                    self.backoff
+                        .lock()
+                        .failed(Instant::now(), retry_after, api_backoff::draw());
+                self.open = false;
+                tracing::warn!(error = %e, wait = ?wait, "{what} failed: the API server is unavailable; writes wait for the backoff while evaluation goes on");
+            }
+            None => {
+                self.backoff.lock().succeeded();
+                tracing::warn!(error = %e, "{what} failed; retrying next period");
             }
         }
     }
@@ -369,7 +444,7 @@ async fn sync_status(
     entry: Option<NodeViolation>,
     written: &mut HashMap<String, Option<NodeViolation>>,
     refusals: &Refusals,
-) {
+) -> Result<(), kube::Error> {
     let key = policy.key();
     let status = raw.status.clone().unwrap_or_default();
     let stored = status.nodes.get(node_name);
@@ -386,7 +461,7 @@ async fn sync_status(
     let problems_ok = status.problems == problems;
     if entry_ok && problems_ok {
         written.insert(key, stored.cloned().or(entry));
-        return;
+        return Ok(());
     }
     let mut entry = entry;
     if !entry_ok && let Some(e) = entry.as_mut() {
@@ -402,7 +477,7 @@ async fn sync_status(
     );
     if let Err(e) = scope::status_patch(node_name, &key, &patch) {
         refusals.refuse(&e);
-        return;
+        return Ok(());
     }
     let api: Api<TASPolicy> = Api::namespaced(client.clone(), &policy.namespace);
     match api
@@ -411,10 +486,11 @@ async fn sync_status(
     {
         Ok(_) => {
             written.insert(key, entry);
+            Ok(())
         }
         Err(e) => {
             written.remove(&key);
-            tracing::warn!(policy = %key, error = %e, "writing the policy status failed; retrying next period");
+            Err(e)
         }
     }
 }

@@ -7,9 +7,15 @@
 //! Never evicted: pods of DaemonSets (they would come straight back here), static and mirror
 //! pods (the kubelet owns them), pods annotated `telemesh.io/evict: "never"`, pods already
 //! terminating, and pods younger than the minimum age. A pod already terminating is also what
-//! keeps a restarted agent from evicting twice.
+//! keeps a restarted agent from evicting twice; a running agent also remembers the pods it
+//! evicted until they leave its watch, because that watch can lag behind: after the API server
+//! was away, the pods are listed again only when the watch's backoff ends, and until then they
+//! look as they did before their eviction (the fault suite evicted pods two and three times so).
+//!
+//! While the API server is unavailable, attempts wait on the agent's one backoff
+//! ([`crate::api_backoff`]): one request per wait for the whole node, not one per pod.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
@@ -17,6 +23,7 @@ use kube::api::{Api, EvictParams};
 use kube::runtime::events::{Event, EventType, Recorder};
 use kube::{Client, Resource as _, ResourceExt as _};
 
+use crate::api_backoff::{self, SharedApiBackoff};
 use crate::config::EvictionConfig;
 use crate::scope::{self, Refusals};
 
@@ -95,6 +102,12 @@ pub enum Outcome {
     OutsideNode,
     /// Any other error; tried again later.
     Failed,
+    /// The API server is unavailable (this attempt found it so); tried after the backoff.
+    Unavailable,
+    /// Not tried: the API server was unavailable and the backoff has not elapsed.
+    Deferred,
+    /// Not tried: this agent evicted the pod already (its watch has not caught up yet).
+    AlreadyEvicted,
 }
 
 impl Outcome {
@@ -109,7 +122,15 @@ impl Outcome {
             Self::Waiting => "waiting",
             Self::OutsideNode => "outside_node",
             Self::Failed => "failed",
+            Self::Unavailable => "unavailable",
+            Self::Deferred => "deferred",
+            Self::AlreadyEvicted => "already_evicted",
         }
+    }
+
+    /// Whether the API server could not be reached, so the rest of a pass should wait too.
+    pub fn api_unavailable(self) -> bool {
+        matches!(self, Self::Unavailable | Self::Deferred)
     }
 }
 
@@ -126,17 +147,23 @@ pub struct Evictor {
     recent: VecDeque<Instant>,
     /// Pods (by uid) refused recently, and when they may be tried again.
     retry_at: HashMap<String, Instant>,
+    /// Pods (by uid) this agent evicted, until they leave its watch.
+    evicted: HashSet<String>,
+    /// The agent's backoff for an unavailable API server.
+    backoff: SharedApiBackoff,
 }
 
 impl Evictor {
     /// An evictor of `node_name`'s pods; `client` should not retry 429s itself (a PDB refusal
-    /// is an answer). Pods bound elsewhere are refused and counted in `refusals`.
+    /// is an answer), and `backoff` is the agent's one backoff for an unavailable API server.
+    /// Pods bound elsewhere are refused and counted in `refusals`.
     pub fn new(
         node_name: &str,
         refusals: Refusals,
         client: Client,
         recorder: Recorder,
         config: EvictionConfig,
+        backoff: SharedApiBackoff,
     ) -> Self {
         Self {
             node_name: node_name.to_owned(),
@@ -146,12 +173,19 @@ impl Evictor {
             config,
             recent: VecDeque::new(),
             retry_at: HashMap::new(),
+            evicted: HashSet::new(),
+            backoff,
         }
     }
 
     /// The guards.
     pub fn config(&self) -> &EvictionConfig {
         &self.config
+    }
+
+    /// Whether this agent evicted `pod` already (it may still look untouched in a lagging watch).
+    pub fn evicted(&self, pod: &Pod) -> bool {
+        pod.uid().is_some_and(|uid| self.evicted.contains(&uid))
     }
 
     /// Evicts `pod` for `reason` (which names policy, rule and value), unless a guard holds.
@@ -161,6 +195,9 @@ impl Evictor {
             return Outcome::OutsideNode;
         }
         let uid = pod.uid().unwrap_or_default();
+        if self.evicted.contains(&uid) {
+            return Outcome::AlreadyEvicted;
+        }
         if self.retry_at.get(&uid).is_some_and(|at| *at > now) {
             return Outcome::Waiting;
         }
@@ -182,11 +219,29 @@ impl Evictor {
             self.record(pod, "WouldEvict", reason).await;
             return Outcome::DryRun;
         }
+        if !self.backoff.lock().ready(now) {
+            return Outcome::Deferred;
+        }
         let pods: Api<Pod> = Api::namespaced(self.client.clone(), &namespace);
-        match pods.evict(&name, &EvictParams::default()).await {
+        let result = pods.evict(&name, &EvictParams::default()).await;
+        match result.as_ref().err().map(api_backoff::unavailable) {
+            Some(Some(retry_after)) => {
+                let wait = self
+                    .backoff
+                    .lock()
+                    .failed(now, retry_after, api_backoff::draw());
+                if let Err(e) = &result {
+                    tracing::warn!(pod.namespace = %namespace, pod.name = %name, error = %e, wait = ?wait, "eviction failed: the API server is unavailable; retrying after the backoff");
+                }
+                return Outcome::Unavailable;
+            }
+            _ => self.backoff.lock().succeeded(),
+        }
+        match result {
             Ok(_) => {
                 self.recent.push_back(now);
                 self.retry_at.remove(&uid);
+                self.evicted.insert(uid);
                 tracing::info!(pod.namespace = %namespace, pod.name = %name, reason, "evicted");
                 self.record(pod, "Evicted", reason).await;
                 Outcome::Evicted
@@ -205,9 +260,10 @@ impl Evictor {
         }
     }
 
-    /// Forgets pods that are gone, so the retry table stays as small as the node's pod list.
-    pub fn retain(&mut self, live_uids: &std::collections::HashSet<String>) {
+    /// Forgets pods that are gone, so the tables stay as small as the node's pod list.
+    pub fn retain(&mut self, live_uids: &HashSet<String>) {
         self.retry_at.retain(|uid, _| live_uids.contains(uid));
+        self.evicted.retain(|uid| live_uids.contains(uid));
     }
 
     async fn record(&self, pod: &Pod, reason: &str, note: &str) {
@@ -314,7 +370,14 @@ mod tests {
             min_pod_age: Duration::ZERO,
             grace: Duration::ZERO,
         };
-        let mut evictor = Evictor::new("node-a", refusals.clone(), client, recorder, config);
+        let mut evictor = Evictor::new(
+            "node-a",
+            refusals.clone(),
+            client,
+            recorder,
+            config,
+            SharedApiBackoff::default(),
+        );
         let on = |node: &str| -> Pod {
             serde_json::from_value(serde_json::json!({
                 "metadata": {"name": "web", "namespace": "shop", "uid": "u"},
@@ -338,6 +401,73 @@ mod tests {
             "{:?}",
             seen.lock()
         );
+    }
+
+    /// An evictor on a fresh sim, with a pod `p` held by a finalizer once deleted (as a real
+    /// pod stays Terminating through its grace period).
+    async fn held_pod() -> (telemesh_sim::Sim, Evictor, Pod) {
+        let sim = telemesh_sim::Sim::start(Default::default()).await.unwrap();
+        let client = sim.client().await.unwrap();
+        let pods: Api<Pod> = Api::default_namespaced(client.clone());
+        let pod: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "p", "finalizers": ["test/hold"]},
+            "spec": {"nodeName": "n", "containers": [{"name": "c", "image": "i"}]}
+        }))
+        .unwrap();
+        let pod = pods
+            .create(&kube::api::PostParams::default(), &pod)
+            .await
+            .unwrap();
+        let recorder = Recorder::new(
+            client.clone(),
+            kube::runtime::events::Reporter {
+                controller: "test".into(),
+                instance: None,
+            },
+        );
+        let config = EvictionConfig {
+            dry_run: false,
+            max_per_minute: 10,
+            min_pod_age: Duration::ZERO,
+            grace: Duration::ZERO,
+        };
+        let evictor = Evictor::new(
+            "n",
+            Refusals::default(),
+            client,
+            recorder,
+            config,
+            SharedApiBackoff::default(),
+        );
+        (sim, evictor, pod)
+    }
+
+    #[tokio::test]
+    async fn a_pod_is_never_evicted_twice_even_through_a_lagging_watch() {
+        let (_sim, mut evictor, pod) = held_pod().await;
+        let now = Instant::now();
+        assert_eq!(evictor.evict(&pod, "r", now).await, Outcome::Evicted);
+        // The same, untouched-looking object again (a watch that has not caught up): no
+        // second eviction, though the API server would accept one for a terminating pod.
+        assert!(evictor.evicted(&pod));
+        assert_eq!(evictor.evict(&pod, "r", now).await, Outcome::AlreadyEvicted);
+        // Forgotten once it leaves the watch.
+        evictor.retain(&HashSet::new());
+        assert!(!evictor.evicted(&pod));
+    }
+
+    #[tokio::test]
+    async fn an_unavailable_api_server_is_tried_once_per_backoff_not_once_per_pod() {
+        let (sim, mut evictor, pod) = held_pod().await;
+        sim.faults.start(telemesh_sim::faults::Fault::Outage, None);
+        let now = Instant::now();
+        assert_eq!(evictor.evict(&pod, "r", now).await, Outcome::Unavailable);
+        assert_eq!(evictor.evict(&pod, "r", now).await, Outcome::Deferred);
+        let refused: u64 = sim.faults.clients().values().map(|c| c.refused).sum();
+        assert_eq!(refused, 1, "one request while the server is away");
+        sim.faults.clear();
+        let later = now + crate::api_backoff::MAX;
+        assert_eq!(evictor.evict(&pod, "r", later).await, Outcome::Evicted);
     }
 
     #[test]

@@ -7,6 +7,7 @@
 //! The binary is a thin `main`; everything runs from [`run`] so tests and the dev cluster can
 //! start agents in-process.
 
+pub mod api_backoff;
 pub mod collect;
 pub mod collection;
 pub mod config;

@@ -6,14 +6,14 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::reflector::{self, Store, reflector};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
+use telemesh_core::watch_backoff::backoff;
 use tokio_util::sync::CancellationToken;
 
 /// Starts a reflector of this node's pods; returns its store. The task ends with `stop`.
 pub fn watch_node_pods(client: Client, node_name: &str, stop: CancellationToken) -> Store<Pod> {
     let (reader, writer) = reflector::store::<Pod>();
     let config = watcher::Config::default().fields(&format!("spec.nodeName={node_name}"));
-    let stream = reflector(writer, watcher(Api::<Pod>::all(client), config))
-        .default_backoff()
+    let stream = backoff(reflector(writer, watcher(Api::<Pod>::all(client), config)))
         // Managed fields are large and never read here.
         .modify(|pod| pod.metadata.managed_fields = None)
         .applied_objects();

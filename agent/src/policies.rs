@@ -9,16 +9,16 @@ use kube::runtime::reflector::{self, Store, reflector};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, ResourceExt as _};
 use telemesh_core::policy::{Policy, TASPolicy};
+use telemesh_core::watch_backoff::backoff;
 use tokio_util::sync::CancellationToken;
 
 /// Starts a reflector of all TASPolicies; returns its store. The task ends with `stop`.
 pub fn watch_policies(client: Client, stop: CancellationToken) -> Store<TASPolicy> {
     let (reader, writer) = reflector::store::<TASPolicy>();
-    let stream = reflector(
+    let stream = backoff(reflector(
         writer,
         watcher(Api::<TASPolicy>::all(client), watcher::Config::default()),
-    )
-    .default_backoff()
+    ))
     .modify(|p| p.metadata.managed_fields = None)
     .applied_objects();
     tokio::spawn(async move {

@@ -88,27 +88,37 @@ pub async fn start(config: Config, stop: CancellationToken) -> anyhow::Result<Ag
     // Gossip first: it works without the API server.
     let member = join_gossip(&config).await?;
     let gossip_addr = member.id().gossip_addr;
+    let gossip_listen = member.listen_addr();
     let counters = member.counters();
     let gossip: SharedGossip = Arc::new(tokio::sync::Mutex::new(Some(member)));
 
-    let client = kube_client(config.kubeconfig.as_deref()).await?;
+    let user_agent = telemesh_core::client::user_agent(
+        "telemesh-agent",
+        env!("CARGO_PKG_VERSION"),
+        &config.node_name,
+    );
+    let client = kube_client(config.kubeconfig.as_deref(), &user_agent).await?;
     let pods = crate::pods::watch_node_pods(client.clone(), &config.node_name, stop.child_token());
     let pods_synced = Arc::new(AtomicBool::new(false));
     tasks.spawn(mark_synced(pods.clone(), pods_synced.clone()));
     let latest_samples: crate::enforcer::LatestSamples = Arc::new(RwLock::new(None));
     let latest_pods: Arc<RwLock<Vec<PodFigures>>> = Arc::new(RwLock::new(Vec::new()));
+    // Writes go through a client that does not retry within a call, behind one backoff.
+    let writes = crate::shared::write_client(config.kubeconfig.as_deref(), &user_agent).await?;
+    let backoff = crate::api_backoff::SharedApiBackoff::default();
     let evictor = crate::shared::evictor(
-        config.kubeconfig.as_deref(),
+        &writes,
         &config.node_name,
         config.policy.eviction.as_ref(),
+        &backoff,
         metrics.refusals(),
-    )
-    .await?;
+    );
 
     tasks.spawn(crate::enforcer::run(
         crate::enforcer::Inputs {
             node_name: config.node_name.clone(),
-            client: client.clone(),
+            client: writes,
+            backoff,
             evictor: evictor.clone(),
             policies: crate::policies::watch_policies(client.clone(), stop.child_token()),
             pods: pods.clone(),
@@ -196,6 +206,7 @@ pub async fn start(config: Config, stop: CancellationToken) -> anyhow::Result<Ag
     tracing::info!(
         node.name = %config.node_name,
         gossip.addr = %gossip_addr,
+        gossip.listen = %gossip_listen,
         http.addr = %http_addr,
         quic.addr = ?quic_addr,
         "agent listening"

@@ -196,6 +196,9 @@ pub async fn run(inputs: Inputs, stop: CancellationToken) {
             .await
             .evict(pod, &reason, tokio::time::Instant::now().into_std())
             .await;
+        if outcome == Outcome::AlreadyEvicted {
+            continue; // leaving already; this loop's view of the pods lags behind
+        }
         metrics
             .scavenger_evictions
             .get_or_create(&EvictionLabels {

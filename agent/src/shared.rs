@@ -1,4 +1,4 @@
-//! What the agent's loops share: the gossip member handle, the eviction client and the evictor.
+//! What the agent's loops share: the gossip member handle, the write client and the evictor.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -13,32 +13,45 @@ pub type SharedGossip = Arc<tokio::sync::Mutex<Option<GossipMember>>>;
 /// `--max-evictions-per-minute` bounds the node's evictions, whoever asks.
 pub type SharedEvictor = Arc<tokio::sync::Mutex<crate::evictor::Evictor>>;
 
-/// The node's evictor when local eviction is on: a client that does not retry 429s, Events
-/// recorded as the node's `telemesh-agent`, pods of other nodes refused into `refusals`.
-pub async fn evictor(
-    kubeconfig: Option<&Path>,
+/// The node's evictor when local eviction is on, writing through `client` (a
+/// [`write_client`]), Events recorded as the node's `telemesh-agent`, pods of other nodes
+/// refused into `refusals`.
+pub fn evictor(
+    client: &kube::Client,
     node_name: &str,
     config: Option<&crate::config::EvictionConfig>,
+    backoff: &crate::api_backoff::SharedApiBackoff,
     refusals: crate::scope::Refusals,
-) -> anyhow::Result<Option<SharedEvictor>> {
-    let Some(config) = config else {
-        return Ok(None);
-    };
-    let client = eviction_client(kubeconfig).await?;
+) -> Option<SharedEvictor> {
+    let config = config?;
+    let client = client.clone();
     let reporter = kube::runtime::events::Reporter {
         controller: "telemesh-agent".into(),
         instance: Some(node_name.to_owned()),
     };
     let recorder = kube::runtime::events::Recorder::new(client.clone(), reporter);
-    Ok(Some(Arc::new(tokio::sync::Mutex::new(
-        crate::evictor::Evictor::new(node_name, refusals, client, recorder, config.clone()),
-    ))))
+    Some(Arc::new(tokio::sync::Mutex::new(
+        crate::evictor::Evictor::new(
+            node_name,
+            refusals,
+            client,
+            recorder,
+            config.clone(),
+            backoff.clone(),
+        ),
+    )))
 }
 
-/// A client that does not retry 429s: for evictions, a disruption budget's refusal is the
-/// answer, tried again on a later pass, not fifteen times within the call.
-pub async fn eviction_client(kubeconfig: Option<&Path>) -> anyhow::Result<kube::Client> {
-    let mut config = telemesh_core::client::kube_config(kubeconfig).await?;
+/// The client of the agent's writes (labels, policy status, the recovery annotation,
+/// evictions, Events), which does not retry within a call: a disruption budget's 429 is an
+/// answer, tried again on a later pass, and an unavailable server is waited out by the agent's
+/// one backoff ([`crate::api_backoff`]) while the policy loop goes on evaluating, instead of
+/// blocking inside kube-rs's retries (up to 15, minutes with `Retry-After`).
+pub async fn write_client(
+    kubeconfig: Option<&Path>,
+    user_agent: &http::HeaderValue,
+) -> anyhow::Result<kube::Client> {
+    let mut config = telemesh_core::client::kube_config(kubeconfig, user_agent).await?;
     config.default_retry = false;
     kube::Client::try_from(config).context("building the Kubernetes client")
 }

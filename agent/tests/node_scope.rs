@@ -313,6 +313,7 @@ async fn an_agent_token_for_node_a_is_refused_on_node_b() {
             min_pod_age: Duration::ZERO,
             grace: Duration::ZERO,
         },
+        Default::default(),
     );
     let web_a = pods.get("web-a").await.unwrap();
     let web_b = pods.get("web-b").await.unwrap();

@@ -184,11 +184,12 @@ where
 
     let (store, writer) = reflector::store::<K>();
     let task = tokio::spawn(async move {
-        let mut changes =
-            reflector::reflector(writer, watcher::watcher(api, watcher::Config::default()))
-                .default_backoff()
-                .touched_objects()
-                .boxed();
+        let mut changes = telemesh_core::watch_backoff::backoff(reflector::reflector(
+            writer,
+            watcher::watcher(api, watcher::Config::default()),
+        ))
+        .touched_objects()
+        .boxed();
         loop {
             tokio::select! {
                 () = term.cancelled() => return,

@@ -7,7 +7,6 @@ use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 use futures::StreamExt as _;
-use kube::runtime::WatchStreamExt as _;
 use kube::runtime::watcher::{self, Event};
 use telemesh_core::policy::{Policy, TASPolicy};
 use tokio_util::sync::CancellationToken;
@@ -105,9 +104,11 @@ impl PolicyCache {
         stop: CancellationToken,
     ) {
         let api: kube::Api<TASPolicy> = kube::Api::all(client);
-        let mut stream = watcher::watcher(api, watcher::Config::default())
-            .default_backoff()
-            .boxed();
+        let mut stream = telemesh_core::watch_backoff::backoff(watcher::watcher(
+            api,
+            watcher::Config::default(),
+        ))
+        .boxed();
         let mut working = PolicySet::default();
         let mut initial: Option<PolicySet> = None;
         loop {

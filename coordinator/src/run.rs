@@ -159,6 +159,7 @@ pub async fn start(config: Config, stop: CancellationToken) -> anyhow::Result<Co
             .context("starting gossip")?,
     );
     let gossip_addr = member.id().gossip_addr;
+    let gossip_listen = member.listen_addr();
     tasks.spawn(
         crate::gossip_metrics::GossipMetrics::register(registry.sub_registry_with_prefix("gossip"))
             .follow(member.clone(), stop.child_token()),
@@ -175,7 +176,12 @@ pub async fn start(config: Config, stop: CancellationToken) -> anyhow::Result<Co
     tasks.spawn(updater.run(stop.child_token()));
 
     let policies = PolicyCache::default();
-    let client = kube_client(config.kubeconfig.as_deref()).await?;
+    let user_agent = telemesh_core::client::user_agent(
+        "telemesh-coordinator",
+        env!("CARGO_PKG_VERSION"),
+        &config.replica_name,
+    );
+    let client = kube_client(config.kubeconfig.as_deref(), &user_agent).await?;
     tasks.spawn(
         policies
             .clone()
@@ -354,6 +360,7 @@ pub async fn start(config: Config, stop: CancellationToken) -> anyhow::Result<Co
     tracing::info!(
         replica = %config.replica_name,
         gossip.addr = %gossip_addr,
+        gossip.listen = %gossip_listen,
         extender.addr = %extender_addr,
         extender.https = extender_https,
         api.addr = %api_addr,

@@ -26,4 +26,5 @@ pub mod shutdown;
 pub mod telemetry;
 pub mod testing;
 pub mod tls_reload;
+pub mod watch_backoff;
 pub mod wire;

@@ -19,6 +19,7 @@
 pub mod apiserver;
 pub mod builtins;
 pub mod cluster;
+pub mod faults;
 pub mod kubeconfig;
 pub mod nodes;
 pub mod registry;
@@ -71,6 +72,9 @@ pub struct Sim {
     /// The ledger of modelled work: give it to the kubelet stand-ins; its figures are served at
     /// [`cluster::workload::WORKLOADS_PATH`].
     pub workloads: cluster::workload::Workloads,
+    /// The fault switch: outages and throttling on cue, requests per client
+    /// ([`faults`]; also served at [`faults::FAULTS_PATH`]).
+    pub faults: faults::Faults,
     addr: SocketAddr,
     url: String,
     ca_pem: Option<String>,
@@ -94,36 +98,30 @@ impl Sim {
         let _ = server.address.set(addr.to_string());
         let stop = CancellationToken::new();
         let workloads = cluster::workload::Workloads::default();
-        let router = server.router().merge(workloads.router());
-        let (url, ca_pem) = if config.tls {
+        let faults = faults::Faults::default();
+        let router = server
+            .router()
+            .merge(workloads.router())
+            .merge(faults.router());
+        let (url, ca_pem, acceptor) = if config.tls {
             let cert = tls::self_signed(addr.ip())?;
             let acceptor = tls::acceptor(&cert)?;
-            tokio::spawn(tls::serve(listener, acceptor, router, stop.clone()));
-            (format!("https://{addr}"), Some(cert.ca_pem))
+            (format!("https://{addr}"), Some(cert.ca_pem), Some(acceptor))
         } else {
-            let stop2 = stop.clone();
-            // TCP_NODELAY, as kube-apiserver (Go's net package sets it on every connection):
-            // with Nagle on, a watch event written right after another waits for the client's
-            // delayed ACK, ~40 ms on Linux.
-            let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
-                if let Err(e) = tcp.set_nodelay(true) {
-                    tracing::debug!(error = %e, "cannot set TCP_NODELAY");
-                }
-            });
-            tokio::spawn(async move {
-                let served = axum::serve(listener, router)
-                    .with_graceful_shutdown(stop2.cancelled_owned())
-                    .await;
-                if let Err(e) = served {
-                    tracing::error!(error = %e, "sim server stopped");
-                }
-            });
-            (format!("http://{addr}"), None)
+            (format!("http://{addr}"), None, None)
         };
+        tokio::spawn(faults::serve::serve(
+            listener,
+            acceptor,
+            router,
+            faults.clone(),
+            stop.clone(),
+        ));
         tracing::info!(%url, "sim listening");
         Ok(Self {
             server,
             workloads,
+            faults,
             addr,
             url,
             ca_pem,

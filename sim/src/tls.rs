@@ -1,15 +1,11 @@
-//! Optional HTTPS: a self-signed certificate for the listen address, served with rustls (ring).
+//! Optional HTTPS: a self-signed certificate for the listen address and its rustls (ring)
+//! acceptor; [`crate::faults::serve`] serves the connections.
 
 use std::net::IpAddr;
 use std::sync::Arc;
 
 use anyhow::Context as _;
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::server::conn::auto::Builder;
-use hyper_util::service::TowerToHyperService;
-use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
-use tokio_util::sync::CancellationToken;
 
 /// The server's certificate, its key, and the CA that signed it (what clients trust), PEM encoded.
 #[derive(Debug, Clone)]
@@ -76,47 +72,4 @@ pub fn acceptor(pair: &CertPair) -> anyhow::Result<TlsAcceptor> {
         .context("TLS certificate")?;
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok(TlsAcceptor::from(Arc::new(config)))
-}
-
-/// Serves `router` over TLS until `stop`.
-pub async fn serve(
-    listener: TcpListener,
-    acceptor: TlsAcceptor,
-    router: axum::Router,
-    stop: CancellationToken,
-) {
-    loop {
-        let (tcp, peer) = tokio::select! {
-            _ = stop.cancelled() => return,
-            accepted = listener.accept() => match accepted {
-                Ok(a) => a,
-                Err(e) => {
-                    tracing::warn!(error = %e, "accept failed");
-                    continue;
-                }
-            },
-        };
-        // As the plain listener (see `Sim::start`): no Nagle delay between watch events.
-        if let Err(e) = tcp.set_nodelay(true) {
-            tracing::debug!(error = %e, "cannot set TCP_NODELAY");
-        }
-        let acceptor = acceptor.clone();
-        let service = TowerToHyperService::new(router.clone());
-        let stop = stop.clone();
-        tokio::spawn(async move {
-            let tls = match acceptor.accept(tcp).await {
-                Ok(t) => t,
-                Err(e) => {
-                    tracing::debug!(peer.addr = %peer, error = %e, "TLS handshake failed");
-                    return;
-                }
-            };
-            let builder = Builder::new(TokioExecutor::new());
-            let conn = builder.serve_connection_with_upgrades(TokioIo::new(tls), service);
-            tokio::select! {
-                _ = stop.cancelled() => {}
-                r = conn => if let Err(e) = r { tracing::debug!(peer.addr = %peer, error = %e, "connection ended with an error") },
-            }
-        });
-    }
 }

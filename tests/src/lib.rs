@@ -4,6 +4,7 @@
 
 pub mod cluster;
 pub mod dashboard;
+pub mod fabric;
 pub mod mesh;
 pub mod metrics_reference;
 pub mod rpc;

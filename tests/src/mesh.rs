@@ -1,6 +1,8 @@
 //! Real telemesh-agent and telemesh-coordinator processes against a sim: one agent per node,
 //! its telemetry scripted through a node-exporter textfile under a private host root, gossip
-//! sealed with a test key, and coordinator replicas seeded from the first agent.
+//! sealed with a test key, and coordinator replicas seeded from the first agent. On a
+//! [`Fabric`], every member's gossip goes through its port there, so a test can partition the
+//! members or lose datagrams.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -9,6 +11,7 @@ use std::time::Duration;
 
 use tokio::process::Command;
 
+use crate::fabric::Fabric;
 use crate::{Process, SimEnv, eventually, workspace_binary};
 
 /// How long a mesh may take to come up or to show a scripted change.
@@ -24,6 +27,34 @@ pub fn script_textfile(root: &Path, metrics: &str) {
     let tmp = dir.join(".metrics.prom.tmp");
     std::fs::write(&tmp, metrics).unwrap_or_else(|e| panic!("writing {}: {e}", tmp.display()));
     std::fs::rename(&tmp, dir.join("metrics.prom")).expect("renaming the textfile into place");
+}
+
+/// `defaults` then `args`, leaving out each default whose flag (`--name` before any `=`) one of
+/// `args` sets again: the binaries refuse a flag given twice, and a test's own value wins.
+pub fn merge_args(defaults: &[&str], args: &[String]) -> Vec<String> {
+    let flag = |a: &str| a.split('=').next().unwrap_or(a).to_owned();
+    let overridden: Vec<String> = args.iter().map(|a| flag(a)).collect();
+    defaults
+        .iter()
+        .filter(|d| !overridden.contains(&flag(d)))
+        .map(|d| (*d).to_owned())
+        .chain(args.iter().cloned())
+        .collect()
+}
+
+/// Reads `series` (the full name with its labels, as exposed) from a `/metrics` text; absent
+/// counts as 0.
+pub fn metric_value(metrics: &str, series: &str) -> f64 {
+    metrics
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix(series)?
+                .strip_prefix(' ')?
+                .trim()
+                .parse()
+                .ok()
+        })
+        .unwrap_or(0.0)
 }
 
 /// Reads a JSON log line's field (`fields.<key>` in tracing's JSON format) of the line whose
@@ -82,14 +113,41 @@ pub struct Mesh {
     key_files: BTreeMap<String, PathBuf>,
     seed: String,
     agent_args: Vec<String>,
+    /// Each agent's own extra arguments, to restart it as it was.
+    extra_args: BTreeMap<String, Vec<String>>,
+    /// Where every member's gossip goes through, when the test controls the network.
+    pub fabric: Option<Fabric>,
 }
 
-/// A started agent: its process, gossip and HTTP addresses.
+/// A started agent: its process, gossip (advertised) and HTTP addresses.
 struct Started {
     process: Process,
     gossip: String,
     http: SocketAddr,
 }
+
+/// The flags every agent of a mesh starts with (a test's own arguments override them).
+const AGENT_DEFAULTS: [&str; 7] = [
+    "--textfile-dir=/textfile",
+    "--log-format=json",
+    "--gossip-listen=127.0.0.1:0",
+    "--http-listen=127.0.0.1:0",
+    "--gossip-interval=100ms",
+    "--collect-interval=100ms",
+    "--policy-interval=300ms",
+];
+
+/// The flags every coordinator of a mesh starts with (a test's own arguments override them).
+const COORDINATOR_DEFAULTS: [&str; 8] = [
+    "--log-format=json",
+    "--gossip-listen=127.0.0.1:0",
+    "--extender-listen=127.0.0.1:0",
+    "--api-listen=127.0.0.1:0",
+    "--api-auth=none",
+    "--http-listen=127.0.0.1:0",
+    "--gossip-interval=100ms",
+    "--view-tick=50ms",
+];
 
 impl Mesh {
     /// Starts one agent per `(node, textfile)` (the textfile scripted before it starts, and
@@ -112,6 +170,18 @@ impl Mesh {
         coordinator_args: &[&str],
         replicas: usize,
     ) -> Self {
+        Self::start_on(None, env, nodes, agent_args, coordinator_args, replicas).await
+    }
+
+    /// [`Mesh::start_with`], every member's gossip through its port on `fabric` when given.
+    pub async fn start_on(
+        fabric: Option<Fabric>,
+        env: &SimEnv,
+        nodes: &[(&str, &str)],
+        agent_args: &[&str],
+        coordinator_args: &[&str],
+        replicas: usize,
+    ) -> Self {
         let mut mesh = Self {
             agents: BTreeMap::new(),
             agent_http: BTreeMap::new(),
@@ -121,30 +191,27 @@ impl Mesh {
             key_files: BTreeMap::new(),
             seed: String::new(),
             agent_args: agent_args.iter().map(|a| (*a).to_owned()).collect(),
+            extra_args: BTreeMap::new(),
+            fabric,
         };
         for (node, metrics) in nodes {
             mesh.add_agent(env, node, metrics, &[]).await;
         }
         let seed = mesh.seed.clone();
         for r in 0..replicas {
-            let keys = mesh.write_key_file(env, &format!("coordinator-{r}"));
+            let name = format!("coordinator-{r}");
+            let keys = mesh.write_key_file(env, &name);
+            let mut args: Vec<String> = coordinator_args.iter().map(|a| (*a).to_owned()).collect();
+            if let Some(fabric) = &mesh.fabric {
+                args.push(format!("--gossip-advertise={}", fabric.port(&name).await));
+            }
             let mut cmd = Command::new(workspace_binary("telemesh-coordinator"));
-            cmd.args([
-                "--log-format=json",
-                "--gossip-listen=127.0.0.1:0",
-                "--extender-listen=127.0.0.1:0",
-                "--api-listen=127.0.0.1:0",
-                "--api-auth=none",
-                "--http-listen=127.0.0.1:0",
-                "--gossip-interval=100ms",
-                "--view-tick=50ms",
-            ])
-            .args(coordinator_args)
-            .arg(format!("--replica-name=coordinator-{r}"))
-            .arg(format!("--gossip-seeds={seed}"))
-            .arg(format!("--gossip-key-file={}", keys.display()))
-            .arg(format!("--kubeconfig={}", env.kubeconfig.display()))
-            .env("RUST_LOG", "info");
+            cmd.args(merge_args(&COORDINATOR_DEFAULTS, &args))
+                .arg(format!("--replica-name={name}"))
+                .arg(format!("--gossip-seeds={seed}"))
+                .arg(format!("--gossip-key-file={}", keys.display()))
+                .arg(format!("--kubeconfig={}", env.kubeconfig.display()))
+                .env("RUST_LOG", "info");
             let mut process = Process::spawn(&format!("telemesh-coordinator {r}"), cmd);
             let addr = |key: &'static str| {
                 move |l: &str| {
@@ -163,6 +230,12 @@ impl Mesh {
             let gossip = process
                 .wait_for_line("the gossip address", MESH_WAIT, addr("gossip.addr"))
                 .await;
+            if let Some(fabric) = &mesh.fabric {
+                let listen = process
+                    .wait_for_line("the gossip socket", MESH_WAIT, addr("gossip.listen"))
+                    .await;
+                fabric.attach(&name, listen);
+            }
             mesh.coordinators.push(Coordinator {
                 process,
                 extender,
@@ -188,41 +261,56 @@ impl Mesh {
         metrics: &str,
         extra_args: &[&str],
     ) {
-        let keys = self.write_key_file(env, node);
+        self.write_key_file(env, node);
         let root = env.dir().join("hosts").join(node);
         let fixture = crate::upstream::workspace_root().join("agent/tests/fixtures/host-a/proc");
         telemesh_core::testing::copy_tree(&fixture, &root.join("proc"))
             .expect("copying the /proc fixture");
         script_textfile(&root, metrics);
+        self.roots.insert(node.to_owned(), root);
+        self.extra_args.insert(
+            node.to_owned(),
+            extra_args.iter().map(|a| (*a).to_owned()).collect(),
+        );
+        self.spawn_agent(env, node).await;
+    }
+
+    /// Starts `node`'s agent process (its host root, key file and arguments already set up);
+    /// returns once it listens.
+    async fn spawn_agent(&mut self, env: &SimEnv, node: &str) {
+        let mut args = self.agent_args.clone();
+        args.extend(self.extra_args[node].iter().cloned());
+        if let Some(fabric) = &self.fabric {
+            args.push(format!("--gossip-advertise={}", fabric.port(node).await));
+        }
         let mut cmd = Command::new(workspace_binary("telemesh-agent"));
-        cmd.args([
-            "--textfile-dir=/textfile",
-            "--log-format=json",
-            "--gossip-listen=127.0.0.1:0",
-            "--http-listen=127.0.0.1:0",
-            "--gossip-interval=100ms",
-            "--collect-interval=100ms",
-            "--policy-interval=300ms",
-        ])
-        .arg(format!("--node-name={node}"))
-        .arg(format!("--host-root={}", root.display()))
-        .arg(format!("--gossip-key-file={}", keys.display()))
-        .arg(format!("--kubeconfig={}", env.kubeconfig.display()))
-        .args(&self.agent_args)
-        .args(extra_args)
-        .env("RUST_LOG", "info");
-        let own_seeds = extra_args.iter().any(|a| a.starts_with("--gossip-seeds"));
+        cmd.args(merge_args(&AGENT_DEFAULTS, &args))
+            .arg(format!("--node-name={node}"))
+            .arg(format!("--host-root={}", self.roots[node].display()))
+            .arg(format!(
+                "--gossip-key-file={}",
+                self.key_file(node).display()
+            ))
+            .arg(format!("--kubeconfig={}", env.kubeconfig.display()))
+            .env("RUST_LOG", "info");
+        let own_seeds = args.iter().any(|a| a.starts_with("--gossip-seeds"));
         if !self.seed.is_empty() && !own_seeds {
             cmd.arg(format!("--gossip-seeds={}", self.seed));
         }
         let mut process = Process::spawn(&format!("telemesh-agent {node}"), cmd);
-        let (gossip, http) = process
+        let (gossip, http, listen) = process
             .wait_for_line("the agent's addresses", MESH_WAIT, |l| {
                 let gossip = log_field(l, "agent listening", "gossip.addr")?;
                 let http = log_field(l, "agent listening", "http.addr")?.parse().ok()?;
-                Some((gossip, http))
+                let listen: SocketAddr = log_field(l, "agent listening", "gossip.listen")?
+                    .parse()
+                    .ok()?;
+                Some((gossip, http, listen))
             })
             .await;
+        if let Some(fabric) = &self.fabric {
+            fabric.attach(node, listen);
+        }
         let started = Started {
             process,
             gossip,
@@ -236,7 +324,27 @@ impl Mesh {
         if let Ok(gossip) = started.gossip.parse() {
             self.agent_gossip.insert(node.to_owned(), gossip);
         }
-        self.roots.insert(node.to_owned(), root);
+    }
+
+    /// Kills `node`'s agent with SIGKILL, as a crash or an OOM kill would: it leaves nothing
+    /// behind cleanly (no gossip leave, no Lease or label clean-up).
+    pub async fn kill_agent(&mut self, node: &str) {
+        self.agents
+            .get_mut(node)
+            .unwrap_or_else(|| panic!("{node} has no agent in this mesh"))
+            .kill()
+            .await;
+    }
+
+    /// Starts `node`'s agent again, as its DaemonSet would after a crash: same host root,
+    /// telemetry, key file and arguments, a new process (a new gossip generation). Returns
+    /// once it listens.
+    pub async fn restart_agent(&mut self, env: &SimEnv, node: &str) {
+        assert!(
+            !self.agents.get_mut(node).is_some_and(Process::is_running),
+            "{node}'s agent is still running; kill it first"
+        );
+        self.spawn_agent(env, node).await;
     }
 
     fn write_key_file(&mut self, env: &SimEnv, name: &str) -> PathBuf {
@@ -342,5 +450,22 @@ impl Mesh {
         for c in &mut self.coordinators {
             c.process.kill().await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tests_own_flags_replace_the_defaults() {
+        let args = vec![
+            "--gossip-interval=1s".to_owned(),
+            "--node-name=x".to_owned(),
+        ];
+        assert_eq!(
+            merge_args(&["--log-format=json", "--gossip-interval=100ms"], &args),
+            ["--log-format=json", "--gossip-interval=1s", "--node-name=x"]
+        );
     }
 }

@@ -13,7 +13,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use base64::Engine as _;
 use telemesh_core::gossip::Keyring;
-use telemesh_tests::mesh::{MESH_WAIT, Mesh, log_field};
+use telemesh_tests::mesh::{MESH_WAIT, Mesh, log_field, metric_value as value};
 use telemesh_tests::{SimEnv, eventually};
 
 /// The key the mesh starts with (tests/src/mesh.rs).
@@ -21,20 +21,6 @@ const KEY_A: &str = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=";
 
 fn key_b() -> String {
     base64::engine::general_purpose::STANDARD.encode([7u8; 32])
-}
-
-/// Reads `series` (the full name with labels) from a /metrics text; absent counts as 0.
-fn value(metrics: &str, series: &str) -> f64 {
-    metrics
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix(series)?
-                .strip_prefix(' ')?
-                .trim()
-                .parse()
-                .ok()
-        })
-        .unwrap_or(0.0)
 }
 
 /// The gossip drop counter of `reason` in a member's /metrics (agent or coordinator).

@@ -104,10 +104,15 @@ impl Placements {
         self.changed.notify_waiters();
     }
 
-    /// Follows every WorkloadAction until `stop`; the watcher re-lists on errors by itself.
+    /// Follows every WorkloadAction until `stop`; the watcher re-lists on errors by itself,
+    /// backing off while they last.
     pub async fn watch(self, client: Client, stop: CancellationToken) {
         let api = Api::<WorkloadAction>::all(client);
-        let mut events = watcher::watcher(api, watcher::Config::default()).boxed();
+        let mut events = telemesh_core::watch_backoff::backoff(watcher::watcher(
+            api,
+            watcher::Config::default(),
+        ))
+        .boxed();
         let mut relisted: Option<(BTreeMap<String, Placement>, BTreeSet<String>)> = None;
         loop {
             let event = tokio::select! {
@@ -117,8 +122,7 @@ impl Placements {
             match event {
                 None => return,
                 Some(Err(e)) => {
-                    tracing::warn!(error = %e, "watching WorkloadActions failed; retrying");
-                    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                    tracing::warn!(error = %e, "watching WorkloadActions failed; retrying with backoff");
                 }
                 Some(Ok(Event::Init)) => relisted = Some((BTreeMap::new(), BTreeSet::new())),
                 Some(Ok(Event::InitApply(a))) => {

@@ -334,6 +334,8 @@ pub struct GossipMember {
     handle: Option<ChitchatHandle>,
     chitchat: Arc<Mutex<Chitchat>>,
     id: MemberId,
+    /// The bound socket (the advertised address may be another, e.g. a NAT or a proxy's).
+    listen_addr: SocketAddr,
     role: Role,
     counters: Arc<TransportCounters>,
     sealer: Option<Sealer>,
@@ -465,6 +467,7 @@ impl GossipMember {
             handle: Some(handle),
             chitchat,
             id,
+            listen_addr,
             role: config.role,
             counted: counters.is_some(),
             counters: counters.unwrap_or_default(),
@@ -502,6 +505,12 @@ impl GossipMember {
     /// This member's identity.
     pub fn id(&self) -> &MemberId {
         &self.id
+    }
+
+    /// The socket this member listens on; peers reach it at [`MemberId::gossip_addr`], which
+    /// is another address when `--gossip-advertise` names one.
+    pub fn listen_addr(&self) -> SocketAddr {
+        self.listen_addr
     }
 
     /// The transport's live counters (bytes, datagrams, drops by reason, relays).

@@ -8,6 +8,7 @@ pub mod kubelet;
 pub mod pod_state;
 pub mod scenario;
 pub mod scheduler;
+pub mod service;
 pub mod workload;
 
 /// Pod-to-node fit, shared with the coordinator's `action.Bind` check.

@@ -10,7 +10,6 @@
 
 mod actions;
 mod processes;
-mod proxy;
 mod rewards;
 mod story;
 
@@ -218,9 +217,9 @@ pub async fn run(args: DevArgs) -> anyhow::Result<bool> {
             processes.spawn(&format!("coordinator-{r}"), &coordinator_bin, &args, &dir.join(format!("logs/coordinator-{r}.log")))?;
         }
         let backends = plan.coordinators.iter().map(|c| c.extender).collect();
-        tokio::spawn(proxy::serve(service, backends, stop.clone()));
+        tokio::spawn(telemesh_sim::cluster::service::serve(service, backends, stop.clone()));
         let backends = plan.coordinators.iter().map(|c| c.api).collect();
-        tokio::spawn(proxy::serve(api_service, backends, stop.clone()));
+        tokio::spawn(telemesh_sim::cluster::service::serve(api_service, backends, stop.clone()));
         story.say(&format!(
             "{} agents (gossip sealed with a generated key, QUIC with mutual TLS) and 2 coordinators; \
              logs in {}",

@@ -9,6 +9,7 @@ mod crd;
 mod crud;
 mod discovery;
 mod events;
+mod faults;
 mod gc;
 mod list;
 mod openapi_v2;

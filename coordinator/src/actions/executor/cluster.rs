@@ -12,7 +12,6 @@ use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::api::{ListParams, Patch, PatchParams};
-use kube::runtime::WatchStreamExt as _;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::wait::await_condition;
 use kube::runtime::watcher::{self, Event};
@@ -338,9 +337,11 @@ impl PodWatch {
         let task = tokio::spawn({
             let changed = changed.clone();
             async move {
-                let mut events = reflector::reflector(writer, watcher::watcher(api, config))
-                    .default_backoff()
-                    .boxed();
+                let mut events = telemesh_core::watch_backoff::backoff(reflector::reflector(
+                    writer,
+                    watcher::watcher(api, config),
+                ))
+                .boxed();
                 while let Some(event) = events.next().await {
                     match event {
                         // A relist's single objects are seen at its end, all at once.

@@ -1,6 +1,7 @@
 //! A loopback stand-in for the coordinator Service: a TCP proxy that spreads connections over the
 //! replicas round-robin and skips one that refuses, as kube-proxy and a readiness-gated Service
-//! would. The scheduler's extender registration points at it.
+//! would. The scheduler's extender registration points at it (the dev cluster's, and the fault
+//! suite's kube-scheduler: tests/tests/faults.rs).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
