@@ -32,6 +32,18 @@
 //! job is then exactly optimal), and the brute-force comparison in the tests bounds how often
 //! and by how much the greedy misses the optimum on random small cases.
 //!
+//! **Pods on their way out** ([`Standing`]). Gossip tells each pod's unsaved work, but learns
+//! that a pod left only after its agent's next look and a gossip round (seconds in production),
+//! while kube-scheduler preempts for a batch of pending pods within milliseconds of each other.
+//! A swap must never name a pod that is already going: kube-scheduler answers a UID it no
+//! longer holds with "the pod is not found on that node", drops the extender's whole answer and,
+//! with `ignorable: true`, falls back to its own victims on every candidate node, including the
+//! ones this ranking dropped; a pod still terminating would be "preempted" again, freeing room
+//! already promised to the pod nominated before. So swaps name only pods the API server (the
+//! caller's watch) holds as staying, and none when the caller cannot say. A ScavengerJob with a
+//! pod on its way out is interrupted already (the controller deletes the rest of the run): its
+//! work since the checkpoint is lost whatever happens, so hitting it again costs nothing.
+//!
 //! **Across nodes** ([`drop_dearer_nodes`]). Among candidate nodes whose victims are all
 //! scavengers the view knows ("priced"), the ones whose `(PDB violations, loss)` is above the
 //! least are dropped (ties kept): kube-scheduler's `pickOneNodeForPreemption` ranks fewest PDB
@@ -41,10 +53,14 @@
 //! makes the scheduler prefer it (second criterion, after PDB violations), and dropping the
 //! mixed nodes would only take away the scheduler's fallback where a PDB weighs more.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::time::SystemTime;
 
-use super::{ScavengerPod, unsaved};
+use k8s_openapi::api::core::v1::Pod;
+use kube::ResourceExt as _;
+
+use super::controller::leaving;
+use super::{JOB_LABEL, ScavengerPod, unsaved};
 
 /// Work lost, in core-microseconds (CPU cores × microseconds of unsaved time, i.e. millicores
 /// × milliseconds): exact integer sums, so equal losses tie exactly.
@@ -77,6 +93,59 @@ pub fn job_losses<'a>(
         *slot = slot.saturating_add(pod_loss(pod, now));
     }
     losses
+}
+
+/// Scavenger pods as the API server holds them (the caller's pod watch, fresher than gossip):
+/// which a swap may name, and which ScavengerJobs are being interrupted already (module docs).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Standing {
+    /// UIDs of scavenger pods that are bound, unfinished and not [`leaving`]: the only pods a
+    /// swap may name.
+    pub staying: HashSet<String>,
+    /// ScavengerJobs (`namespace/name`) with a pod [`leaving`]: their unsaved work is lost
+    /// already, so hitting them again costs nothing.
+    pub interrupted: HashSet<String>,
+}
+
+impl Standing {
+    /// Sorts `pods` (every pod labelled [`JOB_LABEL`] the caller's watch holds; others are
+    /// ignored).
+    pub fn of<'a>(pods: impl IntoIterator<Item = &'a Pod>) -> Self {
+        let mut standing = Self::default();
+        for pod in pods {
+            let Some(job) = pod.labels().get(JOB_LABEL) else {
+                continue;
+            };
+            if leaving(pod) {
+                let namespace = pod.namespace().unwrap_or_default();
+                standing.interrupted.insert(format!("{namespace}/{job}"));
+                continue;
+            }
+            let bound = pod.spec.as_ref().is_some_and(|s| s.node_name.is_some());
+            let finished = matches!(
+                pod.status.as_ref().and_then(|s| s.phase.as_deref()),
+                Some("Succeeded" | "Failed")
+            );
+            if let (true, false, Some(uid)) = (bound, finished, pod.uid()) {
+                standing.staying.insert(uid);
+            }
+        }
+        standing
+    }
+
+    /// Whether a swap may name the pod `uid`.
+    pub fn may_name(&self, uid: &str) -> bool {
+        self.staying.contains(uid)
+    }
+
+    /// `loss`, the loss of `job` by gossip, or nothing when the job is interrupted already.
+    pub fn loss(&self, job: &str, loss: Loss) -> Loss {
+        if self.interrupted.contains(job) {
+            0
+        } else {
+            loss
+        }
+    }
 }
 
 /// One victim the scheduler chose on a node, as the ranking sees it.
