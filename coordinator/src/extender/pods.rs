@@ -4,17 +4,18 @@
 //! kube-scheduler preempts for a batch of pending pods milliseconds apart; a watch hears of a
 //! victim's `DisruptionTarget` and deletion as soon as the scheduler writes them.
 //!
-//! Until the first list is in, and after a failed watch until the next list, the handle says
-//! nothing ([`ScavengerPods::standing`] is `None`): the ranking then swaps no victim.
+//! The [`Standing`] follows the watch event by event, so a preempt call looks pods up instead
+//! of sorting them all. Until the first list is in, and after a failed watch until the next
+//! list, the handle says nothing ([`Read::standing`] is `None`): the ranking then swaps no
+//! victim.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::WatchStreamExt as _;
-use kube::runtime::reflector::{self, Store};
 use kube::runtime::watcher::{self, Event};
+use parking_lot::{RwLock, RwLockReadGuard};
 use telemesh_core::scavenge::JOB_LABEL;
 use telemesh_core::scavenge::victims::Standing;
 use tokio_util::sync::CancellationToken;
@@ -22,13 +23,25 @@ use tokio_util::sync::CancellationToken;
 /// The watched scavenger pods: cheap to clone.
 #[derive(Debug, Clone, Default)]
 pub struct ScavengerPods {
-    inner: Option<Watched>,
+    inner: Arc<RwLock<Watched>>,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Default)]
 struct Watched {
-    store: Store<Pod>,
-    synced: Arc<AtomicBool>,
+    /// Whether `standing` follows the API server (listed, and no watch error since).
+    synced: bool,
+    standing: Standing,
+}
+
+/// A read of the watched pods, held while one preempt call ranks.
+pub struct Read<'a>(RwLockReadGuard<'a, Watched>);
+
+impl Read<'_> {
+    /// What the API server says of scavenger pods, or `None` before the watch has listed
+    /// (and while a failed watch waits to list again).
+    pub fn standing(&self) -> Option<&Standing> {
+        self.0.synced.then_some(&self.0.standing)
+    }
 }
 
 // === impl ScavengerPods ===
@@ -40,20 +53,14 @@ impl ScavengerPods {
         client: kube::Client,
         stop: CancellationToken,
     ) -> (Self, impl std::future::Future<Output = ()> + Send + 'static) {
-        let (store, writer) = reflector::store::<Pod>();
-        let synced = Arc::new(AtomicBool::new(false));
-        let handle = Self {
-            inner: Some(Watched {
-                store,
-                synced: synced.clone(),
-            }),
-        };
+        let handle = Self::default();
+        let inner = handle.inner.clone();
         let api = kube::Api::<Pod>::all(client);
         let task = async move {
             let config = watcher::Config::default().labels(JOB_LABEL);
-            let mut events = reflector::reflector(writer, watcher::watcher(api, config))
-                .default_backoff()
-                .boxed();
+            let mut events = watcher::watcher(api, config).default_backoff().boxed();
+            // A relist builds a new standing, swapped in whole once listed.
+            let mut listing: Option<Standing> = None;
             loop {
                 let event = tokio::select! {
                     () = stop.cancelled() => return,
@@ -61,15 +68,29 @@ impl ScavengerPods {
                 };
                 match event {
                     None => return,
-                    Some(Ok(Event::InitDone)) => {
-                        if !synced.swap(true, Ordering::Release) {
-                            tracing::debug!("scavenger pod watch synced");
+                    Some(Ok(Event::Init)) => listing = Some(Standing::default()),
+                    Some(Ok(Event::InitApply(pod))) => {
+                        if let Some(standing) = listing.as_mut() {
+                            standing.apply(&pod);
                         }
                     }
-                    Some(Ok(_)) => {}
+                    Some(Ok(Event::InitDone)) => {
+                        if let Some(standing) = listing.take() {
+                            let mut watched = inner.write();
+                            if !watched.synced {
+                                tracing::debug!("scavenger pod watch listed");
+                            }
+                            *watched = Watched {
+                                synced: true,
+                                standing,
+                            };
+                        }
+                    }
+                    Some(Ok(Event::Apply(pod))) => inner.write().standing.apply(&pod),
+                    Some(Ok(Event::Delete(pod))) => inner.write().standing.remove(&pod),
                     Some(Err(e)) => {
-                        // Until the relist, pods that leave are not seen: swap nothing.
-                        synced.store(false, Ordering::Release);
+                        // Until the relist, pods that leave may go unseen: swap nothing.
+                        inner.write().synced = false;
                         tracing::warn!(error = %e, "scavenger pod watch failed; preempt swaps no victim until it lists again");
                     }
                 }
@@ -79,33 +100,18 @@ impl ScavengerPods {
     }
 
     /// A handle that always holds `pods`, listed (tests and benchmarks).
-    pub fn from_pods(pods: impl IntoIterator<Item = Pod>) -> Self {
-        let mut writer = reflector::store::Writer::<Pod>::default();
-        writer.apply_watcher_event(&Event::Init);
-        for pod in pods {
-            writer.apply_watcher_event(&Event::InitApply(pod));
-        }
-        writer.apply_watcher_event(&Event::InitDone);
-        let store = writer.as_reader();
-        // The reader outlives the writer: a dropped writer leaves the store as it was.
-        drop(writer);
+    pub fn from_pods<'a>(pods: impl IntoIterator<Item = &'a Pod>) -> Self {
         Self {
-            inner: Some(Watched {
-                store,
-                synced: Arc::new(AtomicBool::new(true)),
-            }),
+            inner: Arc::new(RwLock::new(Watched {
+                synced: true,
+                standing: Standing::of(pods),
+            })),
         }
     }
 
-    /// What the API server says of scavenger pods now, or `None` before the watch has listed
-    /// (and while a failed watch waits to list again).
-    pub fn standing(&self) -> Option<Standing> {
-        let watched = self.inner.as_ref()?;
-        if !watched.synced.load(Ordering::Acquire) {
-            return None;
-        }
-        let pods = watched.store.state();
-        Some(Standing::of(pods.iter().map(|p| &**p)))
+    /// The watched pods now; hold the read only while ranking one call.
+    pub fn read(&self) -> Read<'_> {
+        Read(self.inner.read())
     }
 }
 
@@ -118,7 +124,7 @@ mod tests {
 
     #[test]
     fn an_unwatched_handle_says_nothing_a_listed_one_sorts_its_pods() {
-        assert_eq!(ScavengerPods::default().standing(), None);
+        assert_eq!(ScavengerPods::default().read().standing(), None);
         let pod: Pod = serde_json::from_value(json!({
             "metadata": {"name": "p", "namespace": "batch", "uid": "u1",
                          "labels": {JOB_LABEL: "render"}},
@@ -126,8 +132,10 @@ mod tests {
             "status": {"phase": "Running"},
         }))
         .unwrap();
-        let standing = ScavengerPods::from_pods([pod]).standing().unwrap();
+        let pods = ScavengerPods::from_pods([&pod]);
+        let read = pods.read();
+        let standing = read.standing().unwrap();
         assert!(standing.may_name("u1"));
-        assert!(standing.interrupted.is_empty());
+        assert!(!standing.interrupted("batch/render"));
     }
 }

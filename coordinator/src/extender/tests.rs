@@ -999,7 +999,7 @@ mod scavengers {
                 ..Settings::default()
             },
         )
-        .with_scavenger_pods(ScavengerPods::from_pods([
+        .with_scavenger_pods(ScavengerPods::from_pods(&[
             api_pod("dear", "batch/dear", "n1"),
             api_pod("cheap", "batch/cheap", "n1"),
             api_pod("mid", "batch/mid", "n2"),

@@ -58,9 +58,10 @@ impl VictimRanker for UnsavedWork {
         args: &ExtenderPreemptionArgs,
         victims: &mut BTreeMap<String, MetaVictims>,
     ) -> RankEffect {
+        let pods = self.pods.read();
         rank(
             &self.view.load(),
-            self.pods.standing().as_ref(),
+            pods.standing(),
             args,
             victims,
             self.view.now(),
@@ -338,12 +339,29 @@ mod tests {
         }
     }
 
-    /// The API server holds `uids` as staying; `interrupted` jobs have a pod on its way out.
+    /// The API server holds `uids` as staying; `interrupted` jobs have a pod on its way out
+    /// (preempted, in namespace `ns`).
     fn standing(uids: &[&str], interrupted: &[&str]) -> Standing {
-        Standing {
-            staying: uids.iter().map(|u| (*u).to_owned()).collect(),
-            interrupted: interrupted.iter().map(|j| (*j).to_owned()).collect(),
+        let pod = |uid: &str, job: &str, status: serde_json::Value| -> Pod {
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": uid, "namespace": "ns", "uid": uid,
+                             "labels": {JOB_LABEL: job}},
+                "spec": {"nodeName": "n", "containers": [{"name": "job", "image": "i"}]},
+                "status": status,
+            }))
+            .unwrap()
+        };
+        let mut pods: Vec<Pod> = uids
+            .iter()
+            .map(|u| pod(u, "any", serde_json::json!({"phase": "Running"})))
+            .collect();
+        for job in interrupted {
+            let name = job.strip_prefix("ns/").unwrap();
+            let marked = serde_json::json!({"phase": "Running", "conditions": [
+                {"type": "DisruptionTarget", "status": "True"}]});
+            pods.push(pod(&format!("{name}-leaving"), name, marked));
         }
+        Standing::of(&pods)
     }
 
     fn uids(v: &BTreeMap<String, MetaVictims>) -> BTreeMap<&str, Vec<&str>> {

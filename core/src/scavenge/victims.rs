@@ -53,7 +53,7 @@
 //! makes the scheduler prefer it (second criterion, after PDB violations), and dropping the
 //! mixed nodes would only take away the scheduler's fallback where a PDB weighs more.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::time::SystemTime;
 
 use k8s_openapi::api::core::v1::Pod;
@@ -97,54 +97,104 @@ pub fn job_losses<'a>(
 
 /// Scavenger pods as the API server holds them (the caller's pod watch, fresher than gossip):
 /// which a swap may name, and which ScavengerJobs are being interrupted already (module docs).
+/// Kept up to date one watch event at a time ([`Self::apply`], [`Self::remove`]), so a query
+/// costs a hash lookup however many scavenger pods the cluster runs.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Standing {
-    /// UIDs of scavenger pods that are bound, unfinished and not [`leaving`]: the only pods a
-    /// swap may name.
-    pub staying: HashSet<String>,
-    /// ScavengerJobs (`namespace/name`) with a pod [`leaving`]: their unsaved work is lost
-    /// already, so hitting them again costs nothing.
-    pub interrupted: HashSet<String>,
+    /// Every scavenger pod by UID: its ScavengerJob (`namespace/name`) and how it stands.
+    pods: HashMap<String, (String, PodStanding)>,
+    /// ScavengerJobs with pods [`PodStanding::Leaving`], and how many.
+    leaving: HashMap<String, usize>,
+}
+
+/// How the API server holds one scavenger pod.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PodStanding {
+    /// Bound, unfinished and not [`leaving`]: a swap may name it.
+    Staying,
+    /// [`leaving`]: its run is interrupted, its job's unsaved work lost already.
+    Leaving,
+    /// Not bound yet, or finished: neither.
+    Neither,
+}
+
+impl PodStanding {
+    /// How `pod` stands.
+    pub fn of(pod: &Pod) -> Self {
+        if leaving(pod) {
+            return Self::Leaving;
+        }
+        let bound = pod.spec.as_ref().is_some_and(|s| s.node_name.is_some());
+        let finished = matches!(
+            pod.status.as_ref().and_then(|s| s.phase.as_deref()),
+            Some("Succeeded" | "Failed")
+        );
+        if bound && !finished {
+            Self::Staying
+        } else {
+            Self::Neither
+        }
+    }
 }
 
 impl Standing {
-    /// Sorts `pods` (every pod labelled [`JOB_LABEL`] the caller's watch holds; others are
-    /// ignored).
+    /// The standing of `pods` (pods not labelled [`JOB_LABEL`] are ignored).
     pub fn of<'a>(pods: impl IntoIterator<Item = &'a Pod>) -> Self {
         let mut standing = Self::default();
         for pod in pods {
-            let Some(job) = pod.labels().get(JOB_LABEL) else {
-                continue;
-            };
-            if leaving(pod) {
-                let namespace = pod.namespace().unwrap_or_default();
-                standing.interrupted.insert(format!("{namespace}/{job}"));
-                continue;
-            }
-            let bound = pod.spec.as_ref().is_some_and(|s| s.node_name.is_some());
-            let finished = matches!(
-                pod.status.as_ref().and_then(|s| s.phase.as_deref()),
-                Some("Succeeded" | "Failed")
-            );
-            if let (true, false, Some(uid)) = (bound, finished, pod.uid()) {
-                standing.staying.insert(uid);
-            }
+            standing.apply(pod);
         }
         standing
     }
 
-    /// Whether a swap may name the pod `uid`.
+    /// Records `pod` as it is now (added or changed); a pod without a UID or not labelled
+    /// [`JOB_LABEL`] is ignored.
+    pub fn apply(&mut self, pod: &Pod) {
+        let (Some(uid), Some(job)) = (pod.uid(), pod.labels().get(JOB_LABEL)) else {
+            return;
+        };
+        let job = format!("{}/{job}", pod.namespace().unwrap_or_default());
+        let now = PodStanding::of(pod);
+        if let Some((old_job, was)) = self.pods.insert(uid, (job.clone(), now)) {
+            self.forget(&old_job, was);
+        }
+        if now == PodStanding::Leaving {
+            *self.leaving.entry(job).or_default() += 1;
+        }
+    }
+
+    /// Forgets `pod` (deleted).
+    pub fn remove(&mut self, pod: &Pod) {
+        if let Some((job, was)) = pod.uid().and_then(|uid| self.pods.remove(&uid)) {
+            self.forget(&job, was);
+        }
+    }
+
+    fn forget(&mut self, job: &str, was: PodStanding) {
+        if was != PodStanding::Leaving {
+            return;
+        }
+        if let Some(n) = self.leaving.get_mut(job) {
+            *n -= 1;
+            if *n == 0 {
+                self.leaving.remove(job);
+            }
+        }
+    }
+
+    /// Whether a swap may name the pod `uid`: the API server holds it as staying.
     pub fn may_name(&self, uid: &str) -> bool {
-        self.staying.contains(uid)
+        matches!(self.pods.get(uid), Some((_, PodStanding::Staying)))
+    }
+
+    /// Whether `job` (`namespace/name`) has a pod leaving: its run is interrupted already.
+    pub fn interrupted(&self, job: &str) -> bool {
+        self.leaving.contains_key(job)
     }
 
     /// `loss`, the loss of `job` by gossip, or nothing when the job is interrupted already.
     pub fn loss(&self, job: &str, loss: Loss) -> Loss {
-        if self.interrupted.contains(job) {
-            0
-        } else {
-            loss
-        }
+        if self.interrupted(job) { 0 } else { loss }
     }
 }
 

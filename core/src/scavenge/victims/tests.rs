@@ -284,24 +284,50 @@ fn only_bound_unfinished_pods_not_on_their_way_out_may_be_named() {
         ),
         api_pod("ordinary", None, Some("n1"), running),
     ];
-    let standing = Standing::of(&pods);
-    let mut staying: Vec<&str> = standing.staying.iter().map(String::as_str).collect();
-    staying.sort_unstable();
-    assert_eq!(staying, ["calm", "staying"]);
-    let mut interrupted: Vec<&str> = standing.interrupted.iter().map(String::as_str).collect();
-    interrupted.sort_unstable();
-    assert_eq!(interrupted, ["batch/b", "batch/c", "batch/d"]);
-    assert!(standing.may_name("staying") && !standing.may_name("preempted"));
-    assert!(
-        !standing.may_name("gone"),
-        "a pod the API server does not hold"
-    );
+    let mut standing = Standing::of(&pods);
+    for uid in ["staying", "calm"] {
+        assert!(standing.may_name(uid), "{uid}");
+    }
+    for uid in [
+        "preempted",
+        "terminating",
+        "evicted",
+        "failed",
+        "done",
+        "done-going",
+        "pending",
+        "ordinary",
+        "gone",
+    ] {
+        assert!(!standing.may_name(uid), "{uid}");
+    }
+    for job in ["batch/b", "batch/c", "batch/d"] {
+        assert!(standing.interrupted(job), "{job}");
+    }
+    for job in ["batch/a", "batch/e", "batch/f", "batch/g"] {
+        assert!(!standing.interrupted(job), "{job}");
+    }
     assert_eq!(standing.loss("batch/a", 7), 7);
     assert_eq!(
         standing.loss("batch/b", 7),
         0,
         "interrupted already: lost anyway"
     );
+
+    // Watch events keep it current: "staying" gets marked, then goes; "preempted" goes.
+    let mut marked = pods[0].clone();
+    marked.status = pods[2].status.clone();
+    standing.apply(&marked);
+    assert!(!standing.may_name("staying") && standing.interrupted("batch/a"));
+    standing.remove(&marked);
+    assert!(
+        !standing.interrupted("batch/a"),
+        "its only leaving pod is gone"
+    );
+    standing.remove(&pods[2]);
+    assert!(!standing.interrupted("batch/b"));
+    standing.apply(&pods[0]);
+    assert!(standing.may_name("staying"));
     assert_eq!(Standing::default(), Standing::of([]));
 }
 
