@@ -13,7 +13,8 @@
 //! Preempt (issue 17): 100 and 1,000 candidate nodes, each running 10 scavenger pods (jobs of 5
 //! pods spread over 5 nodes) with 2 of them the scheduler's victims, answered with
 //! `--scavenger-victims unsaved` (the ranking) and `scheduler` (victims passed back), in both
-//! modes; the difference is what ranking by unsaved work costs on kube-scheduler's path.
+//! modes; the difference is what ranking by unsaved work costs on kube-scheduler's path. The
+//! API server's copy of every pod is in the replica's watch, all staying, so any may be swapped.
 //! Run: `cargo bench -p telemesh-coordinator --bench extender` (only preempt: append
 //! `-- preempt`).
 
@@ -21,6 +22,7 @@ use std::hint::black_box;
 use std::time::{Duration, Instant, SystemTime};
 
 use serde::de::IgnoredAny;
+use telemesh_coordinator::extender::pods::ScavengerPods;
 use telemesh_coordinator::extender::reward::RewardSettings;
 use telemesh_coordinator::extender::unsaved::ScavengerVictims;
 use telemesh_coordinator::extender::{Extender, Settings};
@@ -213,12 +215,28 @@ fn preempt(budget: Duration, policies: &PolicyCache) {
         let view = ClusterView::with_snapshot(Snapshot::from_entries(
             (0..n).map(|i| scavenger_entry(i, now_ms)),
         ));
+        // The API server's copies of the same pods, all staying: every pod may be swapped in.
+        let api_pods: Vec<k8s_openapi::api::core::v1::Pod> = (0..n)
+            .flat_map(|i| (0..10).map(move |k| (i, k)))
+            .map(|(i, k)| {
+                serde_json::from_value(serde_json::json!({
+                    "metadata": {"name": format!("p-{i}-{k}"), "namespace": "batch",
+                        "uid": scavenger_uid(i, k),
+                        "labels": {telemesh_core::scavenge::JOB_LABEL: format!("job-{}", (i / 5) * 10 + k)}},
+                    "spec": {"nodeName": node_name(i), "containers": [{"name": "job", "image": "i"}]},
+                    "status": {"phase": "Running"},
+                }))
+                .expect("pod decodes")
+            })
+            .collect();
+        let pods = ScavengerPods::from_pods(&api_pods);
         let with = |ranking| {
             let settings = Settings {
                 scavenger_victims: ranking,
                 ..Settings::default()
             };
             Extender::new(view.clone(), policies.clone(), settings)
+                .with_scavenger_pods(pods.clone())
         };
         let (unsaved, scheduler) = (
             with(ScavengerVictims::Unsaved),

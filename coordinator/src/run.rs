@@ -232,6 +232,13 @@ pub async fn start(config: Config, stop: CancellationToken) -> anyhow::Result<Co
 
     // The extender.
     let mut extender = Extender::new(view.clone(), policies.clone(), config.settings);
+    if config.settings.scavenger_victims == crate::extender::unsaved::ScavengerVictims::Unsaved {
+        // Every replica answers preempt, so every replica watches scavenger pods.
+        let (pods, watch) =
+            crate::extender::pods::ScavengerPods::watch(client.clone(), stop.child_token());
+        tasks.spawn(watch);
+        extender = extender.with_scavenger_pods(pods);
+    }
     let decisions = extender.decisions.clone();
     let actions_board = placements.board().clone();
     extender.placements = placements;

@@ -211,7 +211,7 @@ impl Mesh {
                 .arg(format!("--gossip-seeds={seed}"))
                 .arg(format!("--gossip-key-file={}", keys.display()))
                 .arg(format!("--kubeconfig={}", env.kubeconfig.display()))
-                .env("RUST_LOG", "info");
+                .env("RUST_LOG", coordinator_log_filter());
             let mut process = Process::spawn(&format!("telemesh-coordinator {r}"), cmd);
             let addr = |key: &'static str| {
                 move |l: &str| {
@@ -451,6 +451,12 @@ impl Mesh {
             c.process.kill().await;
         }
     }
+}
+
+/// The coordinators' `RUST_LOG`: `TELEMESH_TEST_COORDINATOR_LOG` when set (e.g.
+/// `info,telemesh_coordinator::extender=debug` to trace preempt decisions), else `info`.
+fn coordinator_log_filter() -> String {
+    std::env::var("TELEMESH_TEST_COORDINATOR_LOG").unwrap_or_else(|_| "info".to_owned())
 }
 
 #[cfg(test)]

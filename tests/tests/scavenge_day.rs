@@ -9,9 +9,13 @@
 //! The day: an ordinary Deployment follows a daily curve (low at night, ramping up within the
 //! hour when users arrive, swinging by day, down in the evening) and a second one runs a nightly
 //! ETL batch; a stream of ScavengerJobs of mixed lengths, widths and checkpoint intervals
-//! arrives all day. Printed: requested CPU use with
+//! arrives all day, and the evening's still wait at midnight. Printed: requested CPU use with
 //! and without scavengers (and how close to the threshold it stays while scavengers wait), and
-//! the CPU-seconds preemption wasted (work since the last checkpoint) under each victim choice.
+//! the CPU-seconds preemption wasted (work since the last checkpoint) under each victim choice,
+//! with what explains them: preempt calls, extender answers kube-scheduler refused (it then
+//! preempts on its own), ScavengerJob and pod runs interrupted, the most one run lost.
+//! `TELEMESH_SCAVENGE_DAY_TRACE=<dir>` leaves each run's timeline, ledger and logs there
+//! ([`Trace`]).
 //!
 //! Not part of the test suite's figures: it runs only when `TELEMESH_SCAVENGE_DAY` is set (to
 //! the real seconds one simulated day takes; scripts/scavenge-day.sh sets it), and otherwise
@@ -31,6 +35,7 @@ use rand::{Rng as _, SeedableRng as _};
 use serde_json::json;
 use telemesh_core::scavenge::JOB_LABEL;
 use telemesh_core::scavenge::crd::Phase;
+use telemesh_sim::cluster::workload::{Interruption, Report};
 use telemesh_tests::SimEnv;
 use telemesh_tests::cluster::{ClusterParts, create_deployment_with};
 use telemesh_tests::mesh::Mesh;
@@ -46,6 +51,10 @@ const THRESHOLD: f64 = 0.70;
 const STEP: f64 = 300.0;
 /// The seed of the day's arrivals: both runs replay the same day.
 const SEED: u64 = 20_261_124;
+/// Simulated seconds of arrivals before midnight still waiting at 0:00.
+const BACKLOG: f64 = 4.0 * 3600.0;
+/// Pods of each nightly ETL run (2 CPUs each).
+const ETL_PODS: i32 = 8;
 
 /// One ScavengerJob arrival, in simulated time.
 #[derive(Debug, Clone)]
@@ -60,11 +69,14 @@ struct Arrival {
 
 /// The day's ScavengerJobs: one every 15 minutes on average, 1 to 3 pods of 1 or 2 CPUs, 1 to 6
 /// hours of work, checkpointing every 5 minutes to 2 hours (log-uniform: a simulation that
-/// saves often beside a training run that saves rarely), declared as their interval.
+/// saves often beside a training run that saves rarely), declared as their interval. The day
+/// starts warm: those that arrived in the last [`BACKLOG`] seconds before midnight wait in the
+/// queue at 0:00 (created at once), as the evening's jobs do when the cluster is full, so the
+/// night's scavengers hold the room up to the threshold from the first ETL run on.
 fn arrivals() -> Vec<Arrival> {
     let mut rng = StdRng::seed_from_u64(SEED);
     let mut out = Vec::new();
-    let mut at = 0.0;
+    let mut at = -BACKLOG;
     let mut i = 0;
     while at < DAY * 0.85 {
         at += -900.0 * (1.0 - rng.random::<f64>()).ln();
@@ -111,16 +123,20 @@ fn day_swings() -> [i32; 96] {
     std::array::from_fn(|_| rng.random_range(-3..=3))
 }
 
-/// The ETL Deployment's replicas (2-CPU pods): a nightly ETL run of six for 45 minutes at
-/// 1:00, 3:00 and 5:00, when scavengers hold most of the room. With the morning ramp, these
-/// are the moments ordinary demand outgrows the 30 % headroom the threshold keeps: the only
-/// moments anything is preempted, since scavengers never start above the threshold.
+/// The ETL Deployment's replicas (2-CPU pods): a nightly ETL run of [`ETL_PODS`] for 45
+/// minutes at 1:00, 3:00 and 5:00, when scavengers hold the room up to the threshold. With the
+/// morning ramp, these are the moments ordinary demand outgrows the 30 % headroom the threshold
+/// keeps: the only moments anything is preempted, since scavengers never start above the
+/// threshold. Eight pods (16 of the 32 CPUs, ordinary demand then 22) make about 6 of the
+/// night's ~16 scavenger CPUs go at each run: enough preemptions in a day for the waste figure
+/// to say something (with six, the first days preempted two or three runs a day, and one
+/// unlucky victim decided the ratio), while most scavengers stay, so there is a choice.
 fn etl_replicas(t: f64) -> i32 {
     let hour = (t / 3600.0) % 24.0;
     let running = [1.0, 3.0, 5.0]
         .iter()
         .any(|s| (*s..*s + 0.75).contains(&hour));
-    if running { 6 } else { 0 }
+    if running { ETL_PODS } else { 0 }
 }
 
 /// Figures of one run.
@@ -134,9 +150,19 @@ struct Run {
     use_while_waiting: f64,
     waiting_samples: usize,
     wasted_cpu_seconds: f64,
+    /// Pod runs interrupted (sim's ledger).
     interruptions: u64,
+    /// ScavengerJob runs interrupted (the controller's count).
+    job_interruptions: u64,
+    /// The most one ScavengerJob run lost when interrupted, real CPU-seconds (sim's ledger).
+    largest_loss: f64,
     completions: u64,
     preempted_jobs: usize,
+    /// Preempt calls the extender answered.
+    preempt_calls: u64,
+    /// Extender answers kube-scheduler refused and replaced by its own victims (`None`: sim's
+    /// scheduler, which does not say).
+    refused: Option<usize>,
     /// The coordinator's preempt figures (`preempt` lines of its /metrics).
     preempt_metrics: Vec<String>,
 }
@@ -196,7 +222,21 @@ fn print_figures(ranked: &Run, plain: &Run, speed: f64) {
     );
     println!("preemption");
     println!(
-        "  interrupted runs                         {:>8}  {:>8}",
+        "  preempt calls to the extender            {:>8}  {:>8}",
+        ranked.preempt_calls, plain.preempt_calls
+    );
+    let refused = |r: &Run| r.refused.map_or("n/a".to_owned(), |n| n.to_string());
+    println!(
+        "  answers kube-scheduler refused           {:>8}  {:>8}",
+        refused(ranked),
+        refused(plain)
+    );
+    println!(
+        "  ScavengerJob runs interrupted            {:>8}  {:>8}",
+        ranked.job_interruptions, plain.job_interruptions
+    );
+    println!(
+        "  pod runs interrupted                     {:>8}  {:>8}",
         ranked.interruptions, plain.interruptions
     );
     println!(
@@ -211,6 +251,11 @@ fn print_figures(ranked: &Run, plain: &Run, speed: f64) {
         "  wasted CPU-seconds (simulated)           {:>8.0}  {:>8.0}",
         ranked.wasted_cpu_seconds * speed,
         plain.wasted_cpu_seconds * speed
+    );
+    println!(
+        "  the most one interrupted run lost        {:>8.0}  {:>8.0}",
+        ranked.largest_loss * speed,
+        plain.largest_loss * speed
     );
     let ratio = if plain.wasted_cpu_seconds > 0.0 {
         ranked.wasted_cpu_seconds / plain.wasted_cpu_seconds
@@ -244,7 +289,7 @@ async fn replay(victims: &str, speed: f64) -> Run {
     mesh.calm_pressure();
     let parts = ClusterParts::start(&env, NODES.len()).await;
     let url = mesh.coordinators[0].url_prefix();
-    let _scheduler = match KUBE_SCHEDULER.find("scavenge_day") {
+    let scheduler = match KUBE_SCHEDULER.find("scavenge_day") {
         Some(binary) => Some(KubeScheduler::start(&binary, &env, &url, true)),
         None => {
             println!("(kube-scheduler not found: sim's scheduler preempts instead)");
@@ -273,6 +318,8 @@ async fn replay(victims: &str, speed: f64) -> Run {
     let mut pending = arrivals();
     pending.reverse();
     let start = Instant::now();
+    let wall_start = std::time::SystemTime::now();
+    let mut timeline = Vec::new();
     let mut run = Run::default();
     let mut samples = 0usize;
     let mut t = 0.0;
@@ -287,10 +334,19 @@ async fn replay(victims: &str, speed: f64) -> Run {
         samples += 1;
         run.ordinary_use += ordinary / allocatable;
         run.total_use += (ordinary + scavengers) / allocatable;
-        if jobs_waiting(&client).await {
+        let waiting = jobs_waiting(&client).await;
+        if waiting {
             run.use_while_waiting += (ordinary + scavengers) / allocatable;
             run.waiting_samples += 1;
         }
+        timeline.push(json!([
+            t,
+            ordinary,
+            scavengers,
+            waiting,
+            web_replicas(t),
+            etl_replicas(t)
+        ]));
         t += STEP;
         let due = start + Duration::from_secs_f64(t / speed);
         tokio::time::sleep_until(due.into()).await;
@@ -301,6 +357,30 @@ async fn replay(victims: &str, speed: f64) -> Run {
         run.use_while_waiting /= run.waiting_samples as f64;
     }
     let report = env.sim.workloads.report();
+    let scheduler_log = scheduler.as_ref().map(|s| s.process.output());
+    if let Ok(dir) = std::env::var("TELEMESH_SCAVENGE_DAY_TRACE") {
+        let trace = Trace {
+            dir: dir.as_ref(),
+            victims,
+            started: wall_start,
+            speed,
+            timeline: &timeline,
+        };
+        trace.write(
+            &report,
+            &mesh.coordinators[0].process.output(),
+            scheduler_log.as_deref(),
+        );
+    }
+    run.refused = scheduler_log.map(|lines| {
+        lines
+            .iter()
+            .filter(|l| l.contains("Skipped extender as it returned error"))
+            .count()
+    });
+    run.largest_loss = job_losses(&report.interruptions)
+        .into_iter()
+        .fold(0.0, f64::max);
     run.wasted_cpu_seconds = report.total.wasted_cpu_seconds;
     run.interruptions = report.total.interruptions;
     run.completions = report.total.completions;
@@ -309,9 +389,17 @@ async fn replay(victims: &str, speed: f64) -> Run {
         .values()
         .filter(|j| j.figures.interruptions > 0)
         .count();
-    run.preempt_metrics = mesh.coordinators[0]
-        .metrics()
-        .await
+    let metrics = mesh.coordinators[0].metrics().await;
+    let counter = |name: &str| -> u64 {
+        metrics
+            .lines()
+            .filter(|l| l.starts_with(name))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum::<f64>() as u64
+    };
+    run.preempt_calls = counter("telemesh_coordinator_extender_decisions_total{verb=\"Preempt\"");
+    run.job_interruptions = counter("telemesh_coordinator_scavengers_interruptions_total");
+    run.preempt_metrics = metrics
         .lines()
         .filter(|l| {
             !l.starts_with('#')
@@ -322,6 +410,67 @@ async fn replay(victims: &str, speed: f64) -> Run {
         .collect();
     drop(mesh);
     run
+}
+
+/// What each interrupted ScavengerJob run lost, real CPU-seconds: the ledger's pod runs of one
+/// job that ended within [`SAME_RUN`] of each other (a preempted pod, then the siblings the
+/// controller deletes) count as one.
+fn job_losses(interruptions: &[Interruption]) -> Vec<f64> {
+    let mut runs: Vec<(&str, u64, f64)> = Vec::new();
+    for i in interruptions {
+        let lost = i.wasted_seconds * i.cores;
+        match runs
+            .iter_mut()
+            .rev()
+            .find(|(job, last, _)| *job == i.job && i.at_ms.saturating_sub(*last) <= SAME_RUN)
+        {
+            Some(run) => {
+                run.1 = i.at_ms;
+                run.2 += lost;
+            }
+            None => runs.push((&i.job, i.at_ms, lost)),
+        }
+    }
+    runs.into_iter().map(|(_, _, lost)| lost).collect()
+}
+
+/// Pod runs of one job interrupted this close together (real milliseconds) are one run's.
+const SAME_RUN: u64 = 3_000;
+
+/// Where `TELEMESH_SCAVENGE_DAY_TRACE` asks the replay to leave what it saw, for reading the
+/// decisions against the work they cost: per run (`unsaved-…`, `scheduler-…`) the use
+/// timeline (`meta.json`: real start, speed, and per step `[t, ordinary CPUs, scavenger CPUs,
+/// waiting, web, etl]`), sim's ledger with every interruption (`workloads.json`), the
+/// coordinator's log (debug lines per preempt candidate when `TELEMESH_TEST_COORDINATOR_LOG`
+/// asks, e.g. `info,telemesh_coordinator::extender=debug`) and kube-scheduler's.
+struct Trace<'a> {
+    dir: &'a std::path::Path,
+    victims: &'a str,
+    started: std::time::SystemTime,
+    speed: f64,
+    timeline: &'a [serde_json::Value],
+}
+
+impl Trace<'_> {
+    fn write(&self, report: &Report, coordinator: &[String], scheduler: Option<&[String]>) {
+        std::fs::create_dir_all(self.dir).unwrap();
+        let file = |name: &str| self.dir.join(format!("{}-{name}", self.victims));
+        let meta = json!({
+            "startedMs": telemesh_core::gossip::schema::unix_ms(self.started),
+            "speed": self.speed,
+            "timeline": self.timeline,
+        });
+        std::fs::write(file("meta.json"), meta.to_string()).unwrap();
+        std::fs::write(
+            file("workloads.json"),
+            serde_json::to_string_pretty(report).unwrap(),
+        )
+        .unwrap();
+        std::fs::write(file("coordinator.log"), coordinator.join("\n")).unwrap();
+        if let Some(lines) = scheduler {
+            std::fs::write(file("kube-scheduler.log"), lines.join("\n")).unwrap();
+        }
+    }
 }
 
 async fn install(client: &Client) {

@@ -5,6 +5,7 @@
 //! - [`parse`]: one-pass, borrowing request parsing (nodes stay raw JSON);
 //! - [`filter`], [`prioritize`], [`preempt`], [`reward`]: the decisions, pure;
 //! - [`unsaved`]: preempt's victim ranker, sparing scavenger pods with the most unsaved work;
+//! - [`pods`]: every replica's watch of scavenger pods, which the ranker swaps only to;
 //! - this module: a request body in, a reply body out ([`Extender`]);
 //! - [`http`]: the HTTP(S) server around it.
 //!
@@ -22,6 +23,7 @@ pub mod decisions;
 pub mod filter;
 pub mod http;
 pub mod parse;
+pub mod pods;
 pub mod preempt;
 pub mod prioritize;
 pub mod reward;
@@ -36,6 +38,7 @@ use telemesh_core::policy::{Policy, Unknown};
 
 use self::filter::FilterDecision;
 use self::parse::{Candidates, ParseError};
+use self::pods::ScavengerPods;
 use self::preempt::{KeepVictims, RankEffect, VictimRanker};
 use self::reward::RewardSettings;
 use self::unsaved::{ScavengerVictims, UnsavedWork};
@@ -155,15 +158,11 @@ impl std::fmt::Debug for Extender {
 // === impl Extender ===
 
 impl Extender {
-    /// An extender ranking preemption victims as `settings.scavenger_victims` says.
+    /// An extender ranking preemption victims as `settings.scavenger_victims` says, with no
+    /// watch of scavenger pods yet ([`Self::with_scavenger_pods`]): until it has one, the
+    /// ranking swaps no victim.
     pub fn new(view: ClusterView, policies: PolicyCache, settings: Settings) -> Self {
-        let victims: Arc<dyn VictimRanker> = match settings.scavenger_victims {
-            ScavengerVictims::Unsaved => Arc::new(UnsavedWork {
-                view: view.clone(),
-                stale_after: settings.stale_after,
-            }),
-            ScavengerVictims::Scheduler => Arc::new(KeepVictims),
-        };
+        let victims = ranker(&view, &settings, ScavengerPods::default());
         Self {
             view,
             policies,
@@ -172,6 +171,14 @@ impl Extender {
             placements: Placements::default(),
             decisions: decisions::Decisions::default(),
         }
+    }
+
+    /// The extender with `pods` (this replica's watch of scavenger pods) for the victim
+    /// ranking to check substitutes against.
+    #[must_use]
+    pub fn with_scavenger_pods(mut self, pods: ScavengerPods) -> Self {
+        self.victims = ranker(&self.view, &self.settings, pods);
+        self
     }
 
     /// The pod's type if some node has an estimate for it; `None` without computing the type
@@ -494,6 +501,18 @@ fn encode_filter(candidates: &Candidates<'_>, decision: &FilterDecision) -> Vec<
     push_failed(&mut out, candidates, decision, false);
     out.extend_from_slice(br#"},"Error":""}"#);
     out
+}
+
+/// The victim ranker `settings.scavenger_victims` asks for.
+fn ranker(view: &ClusterView, settings: &Settings, pods: ScavengerPods) -> Arc<dyn VictimRanker> {
+    match settings.scavenger_victims {
+        ScavengerVictims::Unsaved => Arc::new(UnsavedWork {
+            view: view.clone(),
+            stale_after: settings.stale_after,
+            pods,
+        }),
+        ScavengerVictims::Scheduler => Arc::new(KeepVictims),
+    }
 }
 
 /// Writes the `"node":"reason"` pairs of the refusals whose preemption_may_help is `resolvable`.

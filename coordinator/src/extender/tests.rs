@@ -940,6 +940,7 @@ mod scavengers {
 
     use super::*;
     use crate::extender::http::{Paths, router};
+    use crate::extender::pods::ScavengerPods;
     use crate::extender::unsaved::ScavengerVictims;
     use crate::metrics::ExtenderMetrics;
 
@@ -977,6 +978,18 @@ mod scavengers {
         ]
     }
 
+    /// The API server's copy of a scavenger pod gossiped as (uid, `ns/job`) on `node`.
+    fn api_pod(uid: &str, job: &str, node: &str) -> Pod {
+        let (namespace, job) = job.split_once('/').unwrap();
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": uid, "namespace": namespace, "uid": uid,
+                         "labels": {telemesh_core::scavenge::JOB_LABEL: job}},
+            "spec": {"nodeName": node, "containers": [{"name": "job", "image": "i"}]},
+            "status": {"phase": "Running"},
+        }))
+        .unwrap()
+    }
+
     fn with(ranking: ScavengerVictims) -> Extender {
         Extender::new(
             ClusterView::with_snapshot(Snapshot::from_entries(cluster())),
@@ -986,6 +999,11 @@ mod scavengers {
                 ..Settings::default()
             },
         )
+        .with_scavenger_pods(ScavengerPods::from_pods(&[
+            api_pod("dear", "batch/dear", "n1"),
+            api_pod("cheap", "batch/cheap", "n1"),
+            api_pod("mid", "batch/mid", "n2"),
+        ]))
     }
 
     fn victims(uids: &[&str]) -> MetaVictims {

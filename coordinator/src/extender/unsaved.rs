@@ -9,6 +9,12 @@
 //! unknown UID. With full victims (nodeCacheCapable false) a pod labelled
 //! [`JOB_LABEL`] that the view does not know still counts as a scavenger whose job is hit;
 //! with meta victims an unknown UID is just another victim.
+//!
+//! Gossip is seconds late about pods that leave, so a substitute must also be one the API
+//! server holds as staying, by this replica's watch of scavenger pods ([`ScavengerPods`]), and
+//! a job with a pod on its way out costs nothing more
+//! ([`Standing`](telemesh_core::scavenge::victims::Standing)). Before that watch has listed,
+//! nothing is swapped; dropping dearer nodes needs no substitute and goes on.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::{Duration, SystemTime};
@@ -18,9 +24,10 @@ use telemesh_core::extender::{ExtenderPreemptionArgs, MetaPod, MetaVictims};
 use telemesh_core::gossip::schema::unix_ms;
 use telemesh_core::scavenge::JOB_LABEL;
 use telemesh_core::scavenge::victims::{
-    Chosen, Loss, NodeVictims, drop_dearer_nodes, job_losses, rank_node,
+    Chosen, Loss, NodeVictims, Standing, cpu_seconds, drop_dearer_nodes, job_losses, rank_node,
 };
 
+use super::pods::ScavengerPods;
 use super::preempt::{RankEffect, VictimRanker};
 use crate::view::{ClusterView, NodeEntry, Snapshot};
 
@@ -41,6 +48,8 @@ pub struct UnsavedWork {
     pub view: ClusterView,
     /// Age beyond which a node's gossip is not trusted.
     pub stale_after: Duration,
+    /// Which scavenger pods the API server holds as staying.
+    pub pods: ScavengerPods,
 }
 
 impl VictimRanker for UnsavedWork {
@@ -49,8 +58,10 @@ impl VictimRanker for UnsavedWork {
         args: &ExtenderPreemptionArgs,
         victims: &mut BTreeMap<String, MetaVictims>,
     ) -> RankEffect {
+        let pods = self.pods.read();
         rank(
             &self.view.load(),
+            pods.standing(),
             args,
             victims,
             self.view.now(),
@@ -59,9 +70,11 @@ impl VictimRanker for UnsavedWork {
     }
 }
 
-/// [`UnsavedWork::rank`] at `now` against `view`.
+/// [`UnsavedWork::rank`] at `now` against `view` and the API server's `standing` (`None`:
+/// unknown, so nothing is swapped).
 pub fn rank(
     view: &Snapshot,
+    standing: Option<&Standing>,
     args: &ExtenderPreemptionArgs,
     victims: &mut BTreeMap<String, MetaVictims>,
     now: SystemTime,
@@ -107,6 +120,7 @@ pub fn rank(
             let pool = trusted
                 .into_iter()
                 .flat_map(|e| e.scavengers())
+                .filter(|(uid, _)| standing.is_some_and(|s| s.may_name(uid)))
                 .map(|(uid, pod)| (uid.as_str(), pod))
                 .collect();
             (name.as_str(), NodeVictims { chosen, pool })
@@ -130,7 +144,10 @@ pub fn rank(
         }
     }
     let losses = job_losses(jobs.iter().flat_map(|job| view.scavenger_job(job)), now);
-    let loss_of = |job: &str| -> Loss { losses.get(job).copied().unwrap_or(0) };
+    let loss_of = |job: &str| -> Loss {
+        let loss = losses.get(job).copied().unwrap_or(0);
+        standing.map_or(loss, |s| s.loss(job, loss))
+    };
 
     let ranked: Vec<_> = nodes.iter().map(|(_, n)| rank_node(n, &loss_of)).collect();
     let pdb_and_loss: Vec<(i64, Option<Loss>)> = nodes
@@ -140,9 +157,28 @@ pub fn rank(
         .collect();
     let dropped = drop_dearer_nodes(&pdb_and_loss);
 
+    let pod_meta = args.pod.as_ref().map(|p| &p.metadata);
+    let pod_namespace = pod_meta
+        .and_then(|m| m.namespace.as_deref())
+        .unwrap_or_default();
+    let pod_name = pod_meta.and_then(|m| m.name.as_deref()).unwrap_or_default();
     let mut effect = RankEffect::default();
     let mut answer: BTreeMap<String, MetaVictims> = BTreeMap::new();
-    for (((name, _), r), drop) in nodes.iter().zip(&ranked).zip(&dropped) {
+    for (((name, node), r), drop) in nodes.iter().zip(&ranked).zip(&dropped) {
+        // One line per candidate node: what the scheduler chose, what is sent back, and what
+        // each loses, so a replay can be checked against the work really lost.
+        tracing::debug!(
+            pod.namespace = pod_namespace,
+            pod.name = pod_name,
+            node.name = %name,
+            scheduler_victims = %VictimList::new(node.chosen.iter().map(|(u, _)| *u), node, &loss_of),
+            victims = %VictimList::new(r.uids.iter().copied(), node, &loss_of),
+            scheduler_loss_cpu_seconds = cpu_seconds(r.scheduler_loss),
+            loss_cpu_seconds = cpu_seconds(r.chosen_loss),
+            priced = r.loss.is_some(),
+            dropped = *drop,
+            "preempt candidate"
+        );
         if *drop {
             effect.nodes_dropped += 1;
             continue;
@@ -165,25 +201,66 @@ pub fn rank(
     }
     if effect.changed() {
         tracing::debug!(
-            pod.namespace = args
-                .pod
-                .as_ref()
-                .and_then(|p| p.metadata.namespace.as_deref())
-                .unwrap_or_default(),
-            pod.name = args
-                .pod
-                .as_ref()
-                .and_then(|p| p.metadata.name.as_deref())
-                .unwrap_or_default(),
+            pod.namespace = pod_namespace,
+            pod.name = pod_name,
             spared = effect.spared,
             nodes_dropped = effect.nodes_dropped,
-            loss_avoided_cpu_seconds =
-                telemesh_core::scavenge::victims::cpu_seconds(effect.loss_avoided),
+            loss_avoided_cpu_seconds = cpu_seconds(effect.loss_avoided),
             "preempt spared scavengers with unsaved work"
         );
         *victims = answer;
     }
     effect
+}
+
+/// Victims of one node as `uid(job:loss in CPU-seconds)`, for the debug log.
+struct VictimList<'n, 'a, F> {
+    uids: Vec<&'a str>,
+    node: &'n NodeVictims<'a>,
+    loss_of: &'n F,
+}
+
+impl<'n, 'a, F: Fn(&str) -> Loss> VictimList<'n, 'a, F> {
+    fn new(uids: impl Iterator<Item = &'a str>, node: &'n NodeVictims<'a>, loss_of: &'n F) -> Self {
+        Self {
+            uids: uids.collect(),
+            node,
+            loss_of,
+        }
+    }
+
+    /// The job `uid` hits, when known.
+    fn job(&self, uid: &str) -> Option<&'a str> {
+        let chosen = self.node.chosen.iter().find(|(u, _)| *u == uid);
+        match chosen.map(|(_, c)| *c) {
+            Some(Chosen::Scavenger(p)) => Some(p.job.as_str()),
+            Some(Chosen::UnknownScavenger { job }) => job,
+            Some(Chosen::Other) => None,
+            None => self
+                .node
+                .pool
+                .iter()
+                .find(|(u, _)| *u == uid)
+                .map(|(_, p)| p.job.as_str()),
+        }
+    }
+}
+
+impl<F: Fn(&str) -> Loss> std::fmt::Display for VictimList<'_, '_, F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (i, uid) in self.uids.iter().enumerate() {
+            let sep = if i == 0 { "" } else { " " };
+            match self.job(uid) {
+                Some(job) => write!(
+                    f,
+                    "{sep}{uid}({job}:{:.0})",
+                    cpu_seconds((self.loss_of)(job))
+                )?,
+                None => write!(f, "{sep}{uid}(other)")?,
+            }
+        }
+        Ok(())
+    }
 }
 
 /// What the ranking makes of the victim `uid` on a node (`entry`, trusted or not).
@@ -262,6 +339,31 @@ mod tests {
         }
     }
 
+    /// The API server holds `uids` as staying; `interrupted` jobs have a pod on its way out
+    /// (preempted, in namespace `ns`).
+    fn standing(uids: &[&str], interrupted: &[&str]) -> Standing {
+        let pod = |uid: &str, job: &str, status: serde_json::Value| -> Pod {
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": uid, "namespace": "ns", "uid": uid,
+                             "labels": {JOB_LABEL: job}},
+                "spec": {"nodeName": "n", "containers": [{"name": "job", "image": "i"}]},
+                "status": status,
+            }))
+            .unwrap()
+        };
+        let mut pods: Vec<Pod> = uids
+            .iter()
+            .map(|u| pod(u, "any", serde_json::json!({"phase": "Running"})))
+            .collect();
+        for job in interrupted {
+            let name = job.strip_prefix("ns/").unwrap();
+            let marked = serde_json::json!({"phase": "Running", "conditions": [
+                {"type": "DisruptionTarget", "status": "True"}]});
+            pods.push(pod(&format!("{name}-leaving"), name, marked));
+        }
+        Standing::of(&pods)
+    }
+
     fn uids(v: &BTreeMap<String, MetaVictims>) -> BTreeMap<&str, Vec<&str>> {
         v.iter()
             .map(|(n, m)| (n.as_str(), m.pods.iter().map(|p| p.uid.as_str()).collect()))
@@ -286,7 +388,8 @@ mod tests {
             ("mixed".to_owned(), meta(&["web"])),
         ]);
         let request = args(&victims);
-        let effect = rank(&view, &request, &mut victims, now(), STALE);
+        let api = standing(&["a", "b", "c", "d"], &[]);
+        let effect = rank(&view, Some(&api), &request, &mut victims, now(), STALE);
         // n1: b (20 CPU-s) instead of a (900); n3 loses 100 > 20: dropped; "mixed" is not
         // in the view: its victim is not a scavenger, left to the scheduler.
         assert_eq!(
@@ -313,9 +416,73 @@ mod tests {
             ("n".to_owned(), meta(&["c"])),
         ]);
         let before = victims.clone();
-        let effect = rank(&view, &args(&before), &mut victims, now(), STALE);
+        let api = standing(&["a", "b", "c"], &[]);
+        let effect = rank(
+            &view,
+            Some(&api),
+            &args(&before),
+            &mut victims,
+            now(),
+            STALE,
+        );
         assert_eq!(victims, before);
         assert_eq!(effect, RankEffect::default());
+    }
+
+    /// n1: the scheduler would evict "dear" (1 core, an hour unsaved) where "cheap" (a minute)
+    /// frees as much; n2's only scavenger has ten minutes unsaved.
+    fn two_nodes() -> (Snapshot, BTreeMap<String, MetaVictims>) {
+        let view = Snapshot::from_entries([
+            node(
+                "n1",
+                1,
+                &[
+                    ("dear", "ns/dear", 3600, 1000),
+                    ("cheap", "ns/cheap", 60, 1000),
+                ],
+            ),
+            node("n2", 1, &[("mid", "ns/mid", 600, 1000)]),
+        ]);
+        let victims = BTreeMap::from([
+            ("n1".to_owned(), meta(&["dear"])),
+            ("n2".to_owned(), meta(&["mid"])),
+        ]);
+        (view, victims)
+    }
+
+    #[test]
+    fn a_pod_the_api_server_no_longer_holds_as_staying_is_never_named() {
+        // "cheap" was the victim of the preemption a moment ago: its key is still gossiped,
+        // but the API server has it terminating (or gone). Naming it would make kube-scheduler
+        // drop the whole answer and preempt "dear" on its own.
+        let (view, mut victims) = two_nodes();
+        let request = args(&victims);
+        let api = standing(&["dear", "mid"], &[]);
+        let effect = rank(&view, Some(&api), &request, &mut victims, now(), STALE);
+        // No swap on n1 (an hour): n2 (ten minutes) is cheaper, n1 dropped.
+        assert_eq!(uids(&victims), BTreeMap::from([("n2", vec!["mid"])]));
+        assert_eq!((effect.spared, effect.nodes_dropped), (0, 1));
+    }
+
+    #[test]
+    fn before_the_watch_lists_nothing_is_swapped_but_dearer_nodes_still_drop() {
+        let (view, mut victims) = two_nodes();
+        let request = args(&victims);
+        let effect = rank(&view, None, &request, &mut victims, now(), STALE);
+        assert_eq!(uids(&victims), BTreeMap::from([("n2", vec!["mid"])]));
+        assert_eq!((effect.spared, effect.nodes_dropped), (0, 1));
+    }
+
+    #[test]
+    fn a_job_already_interrupted_costs_nothing_more() {
+        // "dear" has a sibling the API server has terminating: its hour is lost already, so
+        // n1's own victim costs nothing, and n2's ten minutes make n2 the dearer node.
+        let (view, mut victims) = two_nodes();
+        let request = args(&victims);
+        let api = standing(&["dear", "cheap", "mid"], &["ns/dear"]);
+        let effect = rank(&view, Some(&api), &request, &mut victims, now(), STALE);
+        assert_eq!(uids(&victims), BTreeMap::from([("n1", vec!["dear"])]));
+        assert_eq!((effect.spared, effect.nodes_dropped), (0, 1));
     }
 
     #[test]
@@ -343,7 +510,8 @@ mod tests {
             node_name_to_meta_victims: None,
         };
         let mut victims = BTreeMap::from([("n1".to_owned(), meta(&["x", "b"]))]);
-        let effect = rank(&view, &request, &mut victims, now(), STALE);
+        let api = standing(&["x", "b", "c"], &[]);
+        let effect = rank(&view, Some(&api), &request, &mut victims, now(), STALE);
         // x (not gossiped yet) stays; its job is hit, so its gossiped pod c is free to take
         // instead of b.
         assert_eq!(uids(&victims), BTreeMap::from([("n1", vec!["x", "c"])]));
@@ -357,6 +525,7 @@ mod tests {
         let before = victims.clone();
         let effect = rank(
             &Snapshot::default(),
+            None,
             &args(&before),
             &mut victims,
             now(),
@@ -365,7 +534,7 @@ mod tests {
         assert_eq!((victims, effect), (before, RankEffect::default()));
         let view = Snapshot::from_entries([node("n1", 1, &[("a", "ns/j", 1, 1)])]);
         let mut none = BTreeMap::new();
-        let effect = rank(&view, &args(&none), &mut none, now(), STALE);
+        let effect = rank(&view, None, &args(&none), &mut none, now(), STALE);
         assert!(none.is_empty() && !effect.changed());
     }
 }

@@ -430,6 +430,16 @@ pub struct Decision {
     pub requeue_after: Option<Duration>,
 }
 
+/// Whether a scavenger `pod` is on its way out before finishing its work: marked for
+/// disruption (`DisruptionTarget`: preemption, the Eviction API, taint manager, node-pressure
+/// eviction), evicted by its kubelet, or terminating without having succeeded. Its run is
+/// interrupted: the controller deletes the rest of it.
+pub fn leaving(pod: &Pod) -> bool {
+    disrupted(pod)
+        || evicted(pod)
+        || (pod.metadata.deletion_timestamp.is_some() && phase_of(pod) != "Succeeded")
+}
+
 /// Whether `pod` carries the `DisruptionTarget` condition (preemption, eviction, taint
 /// manager, node-pressure eviction all set it before removing a pod).
 fn disrupted(pod: &Pod) -> bool {
@@ -710,11 +720,7 @@ pub fn reconcile(o: &Observed<'_>) -> Decision {
     let present: Vec<String> = run_pods.iter().map(|p| p.name_any()).collect();
     let removed = run_pods
         .iter()
-        .find(|p| {
-            disrupted(p)
-                || evicted(p)
-                || (p.metadata.deletion_timestamp.is_some() && phase_of(p) != "Succeeded")
-        })
+        .find(|p| leaving(p))
         .map(|p| format!("pod {} was preempted or evicted", p.name_any()))
         .or_else(|| {
             old.pods

@@ -32,6 +32,18 @@
 //! job is then exactly optimal), and the brute-force comparison in the tests bounds how often
 //! and by how much the greedy misses the optimum on random small cases.
 //!
+//! **Pods on their way out** ([`Standing`]). Gossip tells each pod's unsaved work, but learns
+//! that a pod left only after its agent's next look and a gossip round (seconds in production),
+//! while kube-scheduler preempts for a batch of pending pods within milliseconds of each other.
+//! A swap must never name a pod that is already going: kube-scheduler answers a UID it no
+//! longer holds with "the pod is not found on that node", drops the extender's whole answer and,
+//! with `ignorable: true`, falls back to its own victims on every candidate node, including the
+//! ones this ranking dropped; a pod still terminating would be "preempted" again, freeing room
+//! already promised to the pod nominated before. So swaps name only pods the API server (the
+//! caller's watch) holds as staying, and none when the caller cannot say. A ScavengerJob with a
+//! pod on its way out is interrupted already (the controller deletes the rest of the run): its
+//! work since the checkpoint is lost whatever happens, so hitting it again costs nothing.
+//!
 //! **Across nodes** ([`drop_dearer_nodes`]). Among candidate nodes whose victims are all
 //! scavengers the view knows ("priced"), the ones whose `(PDB violations, loss)` is above the
 //! least are dropped (ties kept): kube-scheduler's `pickOneNodeForPreemption` ranks fewest PDB
@@ -44,7 +56,11 @@
 use std::collections::HashMap;
 use std::time::SystemTime;
 
-use super::{ScavengerPod, unsaved};
+use k8s_openapi::api::core::v1::Pod;
+use kube::ResourceExt as _;
+
+use super::controller::leaving;
+use super::{JOB_LABEL, ScavengerPod, unsaved};
 
 /// Work lost, in core-microseconds (CPU cores × microseconds of unsaved time, i.e. millicores
 /// × milliseconds): exact integer sums, so equal losses tie exactly.
@@ -77,6 +93,109 @@ pub fn job_losses<'a>(
         *slot = slot.saturating_add(pod_loss(pod, now));
     }
     losses
+}
+
+/// Scavenger pods as the API server holds them (the caller's pod watch, fresher than gossip):
+/// which a swap may name, and which ScavengerJobs are being interrupted already (module docs).
+/// Kept up to date one watch event at a time ([`Self::apply`], [`Self::remove`]), so a query
+/// costs a hash lookup however many scavenger pods the cluster runs.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Standing {
+    /// Every scavenger pod by UID: its ScavengerJob (`namespace/name`) and how it stands.
+    pods: HashMap<String, (String, PodStanding)>,
+    /// ScavengerJobs with pods [`PodStanding::Leaving`], and how many.
+    leaving: HashMap<String, usize>,
+}
+
+/// How the API server holds one scavenger pod.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PodStanding {
+    /// Bound, unfinished and not [`leaving`]: a swap may name it.
+    Staying,
+    /// [`leaving`]: its run is interrupted, its job's unsaved work lost already.
+    Leaving,
+    /// Not bound yet, or finished: neither.
+    Neither,
+}
+
+impl PodStanding {
+    /// How `pod` stands.
+    pub fn of(pod: &Pod) -> Self {
+        if leaving(pod) {
+            return Self::Leaving;
+        }
+        let bound = pod.spec.as_ref().is_some_and(|s| s.node_name.is_some());
+        let finished = matches!(
+            pod.status.as_ref().and_then(|s| s.phase.as_deref()),
+            Some("Succeeded" | "Failed")
+        );
+        if bound && !finished {
+            Self::Staying
+        } else {
+            Self::Neither
+        }
+    }
+}
+
+impl Standing {
+    /// The standing of `pods` (pods not labelled [`JOB_LABEL`] are ignored).
+    pub fn of<'a>(pods: impl IntoIterator<Item = &'a Pod>) -> Self {
+        let mut standing = Self::default();
+        for pod in pods {
+            standing.apply(pod);
+        }
+        standing
+    }
+
+    /// Records `pod` as it is now (added or changed); a pod without a UID or not labelled
+    /// [`JOB_LABEL`] is ignored.
+    pub fn apply(&mut self, pod: &Pod) {
+        let (Some(uid), Some(job)) = (pod.uid(), pod.labels().get(JOB_LABEL)) else {
+            return;
+        };
+        let job = format!("{}/{job}", pod.namespace().unwrap_or_default());
+        let now = PodStanding::of(pod);
+        if let Some((old_job, was)) = self.pods.insert(uid, (job.clone(), now)) {
+            self.forget(&old_job, was);
+        }
+        if now == PodStanding::Leaving {
+            *self.leaving.entry(job).or_default() += 1;
+        }
+    }
+
+    /// Forgets `pod` (deleted).
+    pub fn remove(&mut self, pod: &Pod) {
+        if let Some((job, was)) = pod.uid().and_then(|uid| self.pods.remove(&uid)) {
+            self.forget(&job, was);
+        }
+    }
+
+    fn forget(&mut self, job: &str, was: PodStanding) {
+        if was != PodStanding::Leaving {
+            return;
+        }
+        if let Some(n) = self.leaving.get_mut(job) {
+            *n -= 1;
+            if *n == 0 {
+                self.leaving.remove(job);
+            }
+        }
+    }
+
+    /// Whether a swap may name the pod `uid`: the API server holds it as staying.
+    pub fn may_name(&self, uid: &str) -> bool {
+        matches!(self.pods.get(uid), Some((_, PodStanding::Staying)))
+    }
+
+    /// Whether `job` (`namespace/name`) has a pod leaving: its run is interrupted already.
+    pub fn interrupted(&self, job: &str) -> bool {
+        self.leaving.contains_key(job)
+    }
+
+    /// `loss`, the loss of `job` by gossip, or nothing when the job is interrupted already.
+    pub fn loss(&self, job: &str, loss: Loss) -> Loss {
+        if self.interrupted(job) { 0 } else { loss }
+    }
 }
 
 /// One victim the scheduler chose on a node, as the ranking sees it.

@@ -19,7 +19,9 @@
 //! kubelet was given its node's host root, so agents observe checkpoints as on a real node. The
 //! pod's directory goes when the pod does.
 //!
-//! Figures ([`Report`]) are served as JSON at [`WORKLOADS_PATH`] on sim's address.
+//! Figures ([`Report`]) are served as JSON at [`WORKLOADS_PATH`] on sim's address, with the
+//! last [`INTERRUPTIONS_KEPT`] interrupted runs one by one (when, which pod on which node, what
+//! was lost), to hold a victim choice against the work it really cost.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -120,6 +122,9 @@ pub struct Run {
     cores: f64,
     /// The marker to touch at each checkpoint.
     marker: Option<PathBuf>,
+    /// The pod, `namespace/name`, and its node.
+    pod: String,
+    node: String,
 }
 
 impl Run {
@@ -206,6 +211,29 @@ pub struct JobFigures {
     pub figures: Figures,
 }
 
+/// One interrupted run, as the ledger counted it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Interruption {
+    /// When it ended, Unix milliseconds.
+    pub at_ms: u64,
+    /// The job ([`job_of`]).
+    pub job: String,
+    /// The pod, `namespace/name`.
+    pub pod: String,
+    /// Its node.
+    pub node: String,
+    /// How long the run ran, seconds.
+    pub ran_seconds: f64,
+    /// Running time lost since its last checkpoint, seconds.
+    pub wasted_seconds: f64,
+    /// Its CPU request, cores.
+    pub cores: f64,
+}
+
+/// How many interruptions the ledger keeps ([`Report::interruptions`]).
+pub const INTERRUPTIONS_KEPT: usize = 1000;
+
 /// Every job's figures and their totals, as [`WORKLOADS_PATH`] serves them.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -214,12 +242,15 @@ pub struct Report {
     pub total: Figures,
     /// By job ([`job_of`]).
     pub jobs: BTreeMap<String, JobFigures>,
+    /// The last [`INTERRUPTIONS_KEPT`] interrupted runs, oldest first.
+    pub interruptions: Vec<Interruption>,
 }
 
 /// The cluster's ledger of modelled work, shared by every kubelet stand-in (clones share it).
 #[derive(Debug, Clone, Default)]
 pub struct Workloads {
     jobs: Arc<Mutex<BTreeMap<String, JobFigures>>>,
+    interruptions: Arc<Mutex<std::collections::VecDeque<Interruption>>>,
 }
 
 impl Workloads {
@@ -252,6 +283,12 @@ impl Workloads {
                 .copied()
                 .unwrap_or(0.0),
             marker,
+            pod: format!("{}/{}", pod.namespace().unwrap_or_default(), pod.name_any()),
+            node: pod
+                .spec
+                .as_ref()
+                .and_then(|s| s.node_name.clone())
+                .unwrap_or_default(),
         })
     }
 
@@ -295,6 +332,20 @@ impl Workloads {
                 f.wasted_seconds += lost;
                 f.wasted_cpu_seconds += lost * run.cores;
                 f.interruptions += 1;
+                drop(jobs);
+                let mut kept = self.interruptions.lock();
+                if kept.len() >= INTERRUPTIONS_KEPT {
+                    kept.pop_front();
+                }
+                kept.push_back(Interruption {
+                    at_ms: telemesh_core::gossip::schema::unix_ms(std::time::SystemTime::now()),
+                    job: run.job,
+                    pod: run.pod,
+                    node: run.node,
+                    ran_seconds: ran.as_secs_f64(),
+                    wasted_seconds: lost,
+                    cores: run.cores,
+                });
             }
         }
     }
@@ -306,7 +357,12 @@ impl Workloads {
         for job in jobs.values() {
             total.add(&job.figures);
         }
-        Report { total, jobs }
+        let interruptions = self.interruptions.lock().iter().cloned().collect();
+        Report {
+            total,
+            jobs,
+            interruptions,
+        }
     }
 
     /// Serves [`Workloads::report`] as JSON at `GET` [`WORKLOADS_PATH`].
@@ -411,6 +467,17 @@ mod tests {
         assert_eq!(job.figures.wasted_cpu_seconds, 5.0, "10 s × 0.5 cores");
         assert_eq!(job.figures.interruptions, 1);
         assert_eq!(job.running, 0);
+        let [ended] = r.interruptions.as_slice() else {
+            panic!("one interruption: {:?}", r.interruptions)
+        };
+        assert_eq!(
+            (ended.job.as_str(), ended.pod.as_str(), ended.node.as_str()),
+            ("batch/render", "batch/a", "")
+        );
+        assert_eq!(
+            (ended.ran_seconds, ended.wasted_seconds, ended.cores),
+            (70.0, 10.0, 0.5)
+        );
         // The next pod resumes at 60 s and needs 40 s more: one checkpoint (at 90) on the way.
         let mut run = w.begin(&scavenger("b"), None).unwrap();
         assert_eq!(run.remaining(), secs(40));

@@ -224,6 +224,113 @@ fn an_untrusted_node_is_left_as_the_scheduler_chose() {
     assert_eq!(ranked.loss, Some(9_000_000));
 }
 
+/// A scavenger pod of `job` in namespace `batch` as the API server holds it.
+fn api_pod(uid: &str, job: Option<&str>, node: Option<&str>, status: serde_json::Value) -> Pod {
+    let labels = job.map_or(serde_json::json!({}), |j| serde_json::json!({JOB_LABEL: j}));
+    serde_json::from_value(serde_json::json!({
+        "metadata": {"name": uid, "namespace": "batch", "uid": uid, "labels": labels},
+        "spec": {"nodeName": node, "containers": [{"name": "job", "image": "i"}]},
+        "status": status,
+    }))
+    .unwrap()
+}
+
+#[test]
+fn only_bound_unfinished_pods_not_on_their_way_out_may_be_named() {
+    let running = serde_json::json!({"phase": "Running"});
+    let disrupted = serde_json::json!({"phase": "Running", "conditions": [
+        {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler"}]});
+    let not_disrupted = serde_json::json!({"phase": "Running", "conditions": [
+        {"type": "DisruptionTarget", "status": "False"}]});
+    let mut terminating = api_pod("terminating", Some("c"), Some("n1"), running.clone());
+    terminating.metadata.deletion_timestamp =
+        Some(serde_json::from_value(serde_json::json!("2026-01-01T00:00:00Z")).unwrap());
+    let mut done_and_going = api_pod(
+        "done-going",
+        Some("e"),
+        Some("n1"),
+        serde_json::json!({"phase": "Succeeded"}),
+    );
+    done_and_going.metadata.deletion_timestamp = terminating.metadata.deletion_timestamp.clone();
+    let pods = [
+        api_pod("staying", Some("a"), Some("n1"), running.clone()),
+        api_pod("calm", Some("a"), Some("n2"), not_disrupted),
+        api_pod("preempted", Some("b"), Some("n1"), disrupted),
+        terminating,
+        api_pod(
+            "evicted",
+            Some("d"),
+            Some("n1"),
+            serde_json::json!({"phase": "Failed", "reason": "Evicted"}),
+        ),
+        api_pod(
+            "failed",
+            Some("f"),
+            Some("n1"),
+            serde_json::json!({"phase": "Failed"}),
+        ),
+        api_pod(
+            "done",
+            Some("e"),
+            Some("n1"),
+            serde_json::json!({"phase": "Succeeded"}),
+        ),
+        done_and_going,
+        api_pod(
+            "pending",
+            Some("g"),
+            None,
+            serde_json::json!({"phase": "Pending"}),
+        ),
+        api_pod("ordinary", None, Some("n1"), running),
+    ];
+    let mut standing = Standing::of(&pods);
+    for uid in ["staying", "calm"] {
+        assert!(standing.may_name(uid), "{uid}");
+    }
+    for uid in [
+        "preempted",
+        "terminating",
+        "evicted",
+        "failed",
+        "done",
+        "done-going",
+        "pending",
+        "ordinary",
+        "gone",
+    ] {
+        assert!(!standing.may_name(uid), "{uid}");
+    }
+    for job in ["batch/b", "batch/c", "batch/d"] {
+        assert!(standing.interrupted(job), "{job}");
+    }
+    for job in ["batch/a", "batch/e", "batch/f", "batch/g"] {
+        assert!(!standing.interrupted(job), "{job}");
+    }
+    assert_eq!(standing.loss("batch/a", 7), 7);
+    assert_eq!(
+        standing.loss("batch/b", 7),
+        0,
+        "interrupted already: lost anyway"
+    );
+
+    // Watch events keep it current: "staying" gets marked, then goes; "preempted" goes.
+    let mut marked = pods[0].clone();
+    marked.status = pods[2].status.clone();
+    standing.apply(&marked);
+    assert!(!standing.may_name("staying") && standing.interrupted("batch/a"));
+    standing.remove(&marked);
+    assert!(
+        !standing.interrupted("batch/a"),
+        "its only leaving pod is gone"
+    );
+    standing.remove(&pods[2]);
+    assert!(!standing.interrupted("batch/b"));
+    standing.apply(&pods[0]);
+    assert!(standing.may_name("staying"));
+    assert_eq!(Standing::default(), Standing::of([]));
+}
+
 #[test]
 fn dearer_priced_nodes_are_dropped_ties_and_unpriced_kept() {
     assert!(drop_dearer_nodes(&[]).is_empty());
