@@ -37,7 +37,7 @@ use chitchat::transport::ChannelTransport;
 use telemesh_core::gossip::groups::MetricEncoding;
 use telemesh_core::gossip::{GossipConfig, GossipMember, Keyring, NodeState, Security};
 use telemesh_core::metric::{MetricName, Sample};
-use telemesh_core::testing::process_rss_split_mib;
+use telemesh_core::testing::{agent_metric_names, process_rss_split_mib};
 use tokio::time::Instant;
 
 const DEFAULT_RUNS: &str = "udp10@1000,udp10@200,udp100@1000,udp100@200,chan1000v@1000";
@@ -294,37 +294,6 @@ where
         tokio::time::sleep(every).await;
     }
     false
-}
-
-/// Thirty of the agent's metric names over six families, as each member publishes them.
-fn agent_metric_names() -> Vec<MetricName> {
-    let mut names: Vec<String> = [
-        "node_cpu_utilization_ratio",
-        "node_load1",
-        "node_load5",
-        "node_load15",
-        "node_memory_utilization_ratio",
-        "node_disk_read_bytes_per_second",
-        "node_disk_write_bytes_per_second",
-        "node_disk_reads_per_second",
-        "node_disk_writes_per_second",
-        "node_network_receive_bytes_per_second",
-        "node_network_transmit_bytes_per_second",
-        "node_hwmon_temp_max_celsius",
-    ]
-    .map(str::to_owned)
-    .to_vec();
-    for resource in ["cpu", "memory", "io"] {
-        for kind in ["some", "full"] {
-            for window in ["avg10", "avg60", "avg300"] {
-                names.push(format!("node_pressure_{resource}_{kind}_{window}_ratio"));
-            }
-        }
-    }
-    names
-        .into_iter()
-        .map(|n| MetricName::new(n).unwrap())
-        .collect()
 }
 
 /// Every member's initial metrics: 30 measured-looking values (ratios and rates to 17 digits,
