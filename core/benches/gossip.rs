@@ -383,7 +383,9 @@ async fn bench(run: &Run) -> Report {
             let arrivals = arrivals.clone();
             let sub = m
                 .on_key_change(prefix, move |change| {
-                    if let Some(t) = probe_trial(change.key, change.value) {
+                    // chitchat hands callbacks the key without the subscribed prefix.
+                    let key = format!("{prefix}{}", change.key);
+                    if let Some(t) = probe_trial(&key, change.value) {
                         let mut a = arrivals.lock().unwrap();
                         if let Some(slot) = a.get_mut(t).and_then(|row| row.get_mut(i)) {
                             slot.get_or_insert_with(Instant::now);
