@@ -1,7 +1,7 @@
 //! The agent's footprint in steady state: the real `telemesh-agent` binary at a 1 s collection
 //! and gossip interval, with PODS pods on its node (their cgroup v2 directories generated from
 //! the fixture), and MEMBERS other gossip members in view (run in this process, each publishing
-//! 30 metrics). Prints the agent process's RSS and CPU use over a measured window, and its gossip
+//! 30 of the agent's metric names over six families). Prints the agent process's RSS and CPU use over a measured window, and its gossip
 //! traffic from its own `/metrics`.
 //!
 //! PEERS chooses the other members:
@@ -18,7 +18,7 @@
 //! fall behind; the bench prints the swarm's CPU so that shows.
 //!
 //! Run: `cargo bench -p telemesh-agent --bench footprint` (MEMBERS=100 PODS=100 WINDOW=30
-//! WARMUP=20 by default).
+//! WARMUP=20 by default). FOOTPRINT_WRAPPER profiles the agent (below).
 
 use std::path::Path;
 use std::time::{Duration, Instant, SystemTime};
@@ -26,10 +26,11 @@ use std::time::{Duration, Instant, SystemTime};
 use chitchat::transport::UdpTransport;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, PostParams};
+use telemesh_core::gossip::groups::MetricEncoding;
 use telemesh_core::gossip::{GossipConfig, GossipMember, Keyring, Security};
-use telemesh_core::metric::{MetricName, Sample};
+use telemesh_core::metric::Sample;
 use telemesh_core::testing::{
-    copy_tree, process_cpu_seconds, process_rss_mib, process_rss_split_mib,
+    agent_metric_names, copy_tree, process_cpu_seconds, process_rss_mib, process_rss_split_mib,
 };
 
 const KEY: &str = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=";
@@ -97,13 +98,24 @@ async fn run() {
         Err(_) => members > 100,
     };
     let peer_interval = Duration::from_millis(env_usize("PEER_INTERVAL_MS", 1000) as u64);
+    // PEER_ENCODING=keys|groups: how the other members lay out their metrics (default: as
+    // they choose, groups, since no observer of schema version 1 is in view). `keys` is the
+    // layout before schema version 2: one key per metric.
+    let peer_encoding = match std::env::var("PEER_ENCODING").as_deref() {
+        Ok("keys") => Some(MetricEncoding::Keys),
+        Ok("groups") | Err(_) => Some(MetricEncoding::Groups),
+        Ok(other) => panic!("PEER_ENCODING={other}: use keys or groups"),
+    };
     let keyring = Keyring::parse(&format!("{KEY}\n"), "bench").expect("keyring");
     let mut peers = Vec::new();
     let mut seed = String::new();
-    let samples: Vec<Sample> = (0..30)
-        .map(|k| Sample {
-            name: MetricName::new(format!("node_bench_metric_{k}")).expect("name"),
-            value: k as f64,
+    // What an agent publishes: thirty names over six families, measured-looking values.
+    let samples: Vec<Sample> = agent_metric_names()
+        .into_iter()
+        .enumerate()
+        .map(|(k, name)| Sample {
+            name,
+            value: (k * 17 % 1000) as f64 / 997.0,
         })
         .collect();
     for i in 0..members {
@@ -125,6 +137,7 @@ async fn run() {
             )
         };
         cfg.gossip_interval = peer_interval;
+        cfg.metric_encoding = peer_encoding;
         if !seed.is_empty() {
             cfg.seeds = vec![seed.clone()];
         }
@@ -147,7 +160,22 @@ async fn run() {
         .and_then(|l| l.local_addr())
         .expect("free port")
         .port();
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_telemesh-agent"))
+    // FOOTPRINT_WRAPPER runs the agent under a profiler, e.g. "valgrind --tool=massif
+    // --massif-out-file=target/massif.agent" (heap by allocation site) or "valgrind
+    // --tool=callgrind --callgrind-out-file=target/callgrind.agent" (instructions by function);
+    // the RSS and CPU printed are then the profiler's, not the agent's.
+    let agent = env!("CARGO_BIN_EXE_telemesh-agent");
+    let wrapper = std::env::var("FOOTPRINT_WRAPPER").unwrap_or_default();
+    let mut words = wrapper.split_whitespace();
+    let mut command = match words.next() {
+        Some(program) => {
+            let mut c = std::process::Command::new(program);
+            c.args(words).arg(agent);
+            c
+        }
+        None => std::process::Command::new(agent),
+    };
+    let mut child = command
         .args([
             "--node-name",
             "node-0",
@@ -196,8 +224,9 @@ async fn run() {
         panic!("telemesh-agent exited during the measurement: {status}");
     }
     println!(
-        "agent footprint: {pods_n} pods on its node, {members} other {} members at {} ms rounds ({in_view} alive in the agent's view at the start; {} alive and {} dead, all held in its state, at the end), agent at 1 s intervals",
+        "agent footprint: {pods_n} pods on its node, {members} other {} members ({:?} metrics) at {} ms rounds ({in_view} alive in the agent's view at the start; {} alive and {} dead, all held in its state, at the end), agent at 1 s intervals",
         if plain { "plain-UDP" } else { "sealed" },
+        peer_encoding.unwrap_or(MetricEncoding::Groups),
         peer_interval.as_millis(),
         traffic.alive,
         traffic.dead,

@@ -929,6 +929,31 @@ mod tests {
     }
 
     #[test]
+    fn metric_groups_fold_in_like_single_keys() {
+        // Schema version 2 agents pack a family in one `M:` key; a metric answers to its full
+        // name and its short one, stamped with the group's collection time.
+        let mut working = HashMap::new();
+        apply_changes(
+            &mut working,
+            vec![
+                change("n1", 1, "role", "agent"),
+                change(
+                    "n1",
+                    1,
+                    "M:node_pressure_",
+                    "4000;cpu_some_avg10_ratio=0.25;io_some_avg10_ratio=0",
+                ),
+                change("n1", 1, "M:node_", "5000;load1=2.5"),
+            ],
+        );
+        let n1 = &working["n1"];
+        let psi = n1.metric("pressure_cpu_some_avg10_ratio").unwrap();
+        assert_eq!((psi.value, psi.measured_at_ms), (0.25, 4000));
+        assert_eq!(n1.metric("node_load1").unwrap().value, 2.5);
+        assert_eq!(n1.state.skipped, Default::default());
+    }
+
+    #[test]
     fn full_names_win_over_short_names() {
         let state = NodeState::from_key_values([("m:node_x", "1@1"), ("m:x", "2@1")]);
         let e = NodeEntry::new("n", 1, Liveness::Live, state);

@@ -12,13 +12,18 @@
 //!
 //! Every member seeds with the first three. Once every member hears 99 % of the members
 //! (`membership`), traffic is measured for 10 rounds idle (heartbeats and digests only), then
-//! with load: each node changes one of 10 metrics `GOSSIP_BENCH_UPDATES` times a second
-//! (default 10) while a probe key is published on one member after another. Members start
+//! with load: each node publishes 30 of the agent's metrics at start, then changes one of the
+//! first 10 (five families) `GOSSIP_BENCH_UPDATES` times a second (default 10) while a probe key is published on one member after another. Members start
 //! spread over one interval, so their rounds are out of phase as in a real cluster. Convergence is the time from publishing the probe
 //! until 99 % (and 100 %) of members have it, from key-change callbacks. Bandwidth is bytes sent
 //! per node per second (as many are received). `cpu/node` is the process's CPU time per
 //! (clock) second divided by the member count, in % of one core: on the paused clock that is
 //! what one node would spend.
+//!
+//! Metrics go out in the encoding members choose (groups: no observer speaks version 1 here);
+//! `GOSSIP_BENCH_ENCODING=keys` pins one key per metric, as before schema version 2.
+//! `anon/node` is the process's anonymous RSS after the idle window divided by the member
+//! count: about one member's heap (its view of the cluster, digests, failure detector).
 //!
 //! Run: `cargo bench -p telemesh-core --bench gossip`. Choose runs with
 //! `GOSSIP_BENCH=udp10@1000,udp100@200,chan1000v@1000` (name@interval in ms).
@@ -29,8 +34,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use chitchat::transport::ChannelTransport;
-use telemesh_core::gossip::{GossipConfig, GossipMember, Keyring, Security};
+use telemesh_core::gossip::groups::MetricEncoding;
+use telemesh_core::gossip::{GossipConfig, GossipMember, Keyring, NodeState, Security};
 use telemesh_core::metric::{MetricName, Sample};
+use telemesh_core::testing::{agent_metric_names, process_rss_split_mib};
 use tokio::time::Instant;
 
 const DEFAULT_RUNS: &str = "udp10@1000,udp10@200,udp100@1000,udp100@200,chan1000v@1000";
@@ -60,7 +67,16 @@ fn parse_runs(spec: &str) -> Vec<Run> {
                 "udp100" => (100, Path::SealedUdp, false),
                 "chan1000" => (1000, Path::Channel, false),
                 "chan1000v" => (1000, Path::Channel, true),
-                other => panic!("unknown run {other}: use udp10, udp100, chan1000, chan1000v"),
+                other => match other
+                    .strip_prefix("chan")
+                    .and_then(|r| r.strip_suffix('v'))
+                    .and_then(|n| n.parse().ok())
+                {
+                    Some(n) => (n, Path::Channel, true),
+                    None => panic!(
+                        "unknown run {other}: use udp10, udp100, chan1000, chan1000v or chan<N>v"
+                    ),
+                },
             };
             Run {
                 name: name.to_owned(),
@@ -80,7 +96,14 @@ fn main() {
         updates_per_second()
     );
     println!(
-        "{:<10} {:>5} {:>6} {:>10} {:>17} {:>9} {:>11} {:>11} {:>9} {:>9} {:>6}",
+        "encoding: {} (GOSSIP_BENCH_ENCODING)",
+        match encoding() {
+            Some(MetricEncoding::Keys) => "keys",
+            _ => "groups",
+        }
+    );
+    println!(
+        "{:<10} {:>5} {:>6} {:>10} {:>17} {:>9} {:>11} {:>11} {:>9} {:>9} {:>9} {:>6}",
         "run",
         "nodes",
         "round",
@@ -91,6 +114,7 @@ fn main() {
         "loaded B/s",
         "dgram/s",
         "cpu/node",
+        "anon/node",
         "drops"
     );
     for run in parse_runs(&spec) {
@@ -125,6 +149,7 @@ struct Report {
     loaded_bps: f64,
     loaded_dps: f64,
     cpu_per_node: f64,
+    heap_per_node: f64,
     drops: u64,
 }
 
@@ -146,7 +171,7 @@ impl Report {
             None
         };
         println!(
-            "{:<10} {:>5} {:>5}ms {:>10} {:>17} {:>9} {:>11.0} {:>11.0} {:>9.1} {:>8.2}% {:>6}",
+            "{:<10} {:>5} {:>5}ms {:>10} {:>17} {:>9} {:>11.0} {:>11.0} {:>9.1} {:>8.2}% {:>7.1}KB {:>6}",
             run.name,
             run.members,
             run.interval.as_millis(),
@@ -157,6 +182,7 @@ impl Report {
             self.loaded_bps,
             self.loaded_dps,
             self.cpu_per_node * 100.0,
+            self.heap_per_node / 1000.0,
             self.drops
         );
     }
@@ -178,6 +204,7 @@ async fn start_members(run: &Run, channel: &ChannelTransport) -> Vec<GossipMembe
                 );
                 c.seeds = seeds.clone();
                 c.gossip_interval = run.interval;
+                c.metric_encoding = encoding();
                 GossipMember::start(c).await.unwrap()
             }
             Path::Channel => {
@@ -185,6 +212,7 @@ async fn start_members(run: &Run, channel: &ChannelTransport) -> Vec<GossipMembe
                 let mut c = GossipConfig::new(name, "bench", addr, Security::Insecure);
                 c.seeds = seeds.clone();
                 c.gossip_interval = run.interval;
+                c.metric_encoding = encoding();
                 GossipMember::start_on(c, channel).await.unwrap()
             }
         };
@@ -211,6 +239,25 @@ fn traffic(members: &[GossipMember], channel: &ChannelTransport, path: Path) -> 
         }
     }
 }
+
+/// `GOSSIP_BENCH_ENCODING=keys|groups`, else chosen by the members (groups here).
+fn encoding() -> Option<MetricEncoding> {
+    match std::env::var("GOSSIP_BENCH_ENCODING").as_deref() {
+        Ok("keys") => Some(MetricEncoding::Keys),
+        Ok("groups") => Some(MetricEncoding::Groups),
+        _ => None,
+    }
+}
+
+/// The probe's trial number in a key change, in either encoding.
+fn probe_trial(key: &str, value: &str) -> Option<usize> {
+    let state = NodeState::from_key_values([(key, value)]);
+    let v = state.metric(PROBE)?.value;
+    (v >= 0.0).then_some(v as usize)
+}
+
+/// The probe metric: a family of its own, so its group carries only it.
+const PROBE: &str = "probe_value";
 
 /// Metric updates per node per second while loaded: `GOSSIP_BENCH_UPDATES`, default 10.
 fn updates_per_second() -> u32 {
@@ -249,10 +296,29 @@ where
     false
 }
 
+/// Every member's initial metrics: 30 measured-looking values (ratios and rates to 17 digits,
+/// as collectors compute them).
+async fn publish_initial(members: &[GossipMember]) {
+    let names = agent_metric_names();
+    for (i, m) in members.iter().enumerate() {
+        let samples: Vec<Sample> = names
+            .iter()
+            .enumerate()
+            .map(|(k, name)| Sample {
+                name: name.clone(),
+                value: ((i * 31 + k * 17) % 1000) as f64 / 997.0,
+            })
+            .collect();
+        m.publish_metrics(&samples, SystemTime::now())
+            .await
+            .unwrap();
+    }
+}
+
+/// The load: each tick every member changes one of the first ten metrics (five families), so
+/// at 10 updates a second each of them changes once a second.
 async fn load(members: Arc<Vec<GossipMember>>, updates_per_second: u32) {
-    let names: Vec<MetricName> = (0..10)
-        .map(|k| MetricName::new(format!("node_bench_load_{k}")).unwrap())
-        .collect();
+    let names: Vec<MetricName> = agent_metric_names().into_iter().take(10).collect();
     let mut tick = tokio::time::interval(Duration::from_secs(1) / updates_per_second.max(1));
     for round in 0usize.. {
         tick.tick().await;
@@ -280,6 +346,7 @@ async fn bench(run: &Run) -> Report {
     };
     let started = Instant::now();
     let members = Arc::new(start_members(run, &channel).await);
+    publish_initial(&members).await;
     let n = members.len();
     progress("members started", started);
     let target = (0.99 * n as f64).ceil() as usize;
@@ -303,6 +370,7 @@ async fn bench(run: &Run) -> Report {
     tokio::time::sleep(window).await;
     let (b1, _) = traffic(&members, &channel, run.path);
     let idle_bps = (b1 - b0) as f64 / n as f64 / t0.elapsed().as_secs_f64();
+    let heap_per_node = process_rss_split_mib(std::process::id()).0 * 1024.0 * 1024.0 / n as f64;
     progress("idle window done", started);
 
     // Loaded: metric churn plus probes.
@@ -311,28 +379,28 @@ async fn bench(run: &Run) -> Report {
         Arc::new(Mutex::new(vec![vec![None; n]; trials]));
     let mut subscriptions = Vec::with_capacity(n);
     for (i, m) in members.iter().enumerate() {
-        let arrivals = arrivals.clone();
-        let sub = m
-            .on_key_change("m:node_bench_probe", move |change| {
-                let trial = change
-                    .value
-                    .split_once('@')
-                    .and_then(|(v, _)| v.parse::<usize>().ok());
-                if let Some(t) = trial {
-                    let mut a = arrivals.lock().unwrap();
-                    if let Some(slot) = a.get_mut(t).and_then(|row| row.get_mut(i)) {
-                        slot.get_or_insert_with(Instant::now);
+        for prefix in ["m:probe_value", "M:probe_"] {
+            let arrivals = arrivals.clone();
+            let sub = m
+                .on_key_change(prefix, move |change| {
+                    // chitchat hands callbacks the key without the subscribed prefix.
+                    let key = format!("{prefix}{}", change.key);
+                    if let Some(t) = probe_trial(&key, change.value) {
+                        let mut a = arrivals.lock().unwrap();
+                        if let Some(slot) = a.get_mut(t).and_then(|row| row.get_mut(i)) {
+                            slot.get_or_insert_with(Instant::now);
+                        }
                     }
-                }
-            })
-            .await;
-        subscriptions.push(sub);
+                })
+                .await;
+            subscriptions.push(sub);
+        }
     }
     let load_task = tokio::spawn(load(members.clone(), updates_per_second()));
     let (b0, d0) = traffic(&members, &channel, run.path);
     let cpu0 = cpu_seconds();
     let t0 = Instant::now();
-    let probe = MetricName::new("node_bench_probe").unwrap();
+    let probe = MetricName::new(PROBE).unwrap();
     let deadline = (run.interval * 30).max(Duration::from_secs(30));
     let mut conv99 = Vec::new();
     let mut conv100 = Vec::new();
@@ -378,6 +446,7 @@ async fn bench(run: &Run) -> Report {
         loaded_bps: (b1 - b0) as f64 / n as f64 / elapsed,
         loaded_dps: (d1 - d0) as f64 / n as f64 / elapsed,
         cpu_per_node,
+        heap_per_node,
         drops,
     }
 }

@@ -101,3 +101,35 @@ pub fn kubelet_swap(
     std::os::unix::fs::symlink(target.file_name().unwrap_or_default(), &tmp)?;
     std::fs::rename(&tmp, dir.join("..data"))
 }
+
+/// Thirty of the agent's metric names over six families (CPU, load, memory, disk, network,
+/// pressure, hwmon), for benchmarks whose members should publish what an agent publishes.
+pub fn agent_metric_names() -> Vec<crate::metric::MetricName> {
+    let mut names: Vec<String> = [
+        "node_cpu_utilization_ratio",
+        "node_load1",
+        "node_load5",
+        "node_load15",
+        "node_memory_utilization_ratio",
+        "node_disk_read_bytes_per_second",
+        "node_disk_write_bytes_per_second",
+        "node_disk_reads_per_second",
+        "node_disk_writes_per_second",
+        "node_network_receive_bytes_per_second",
+        "node_network_transmit_bytes_per_second",
+        "node_hwmon_temp_max_celsius",
+    ]
+    .map(str::to_owned)
+    .to_vec();
+    for resource in ["cpu", "memory", "io"] {
+        for kind in ["some", "full"] {
+            for window in ["avg10", "avg60", "avg300"] {
+                names.push(format!("node_pressure_{resource}_{kind}_{window}_ratio"));
+            }
+        }
+    }
+    names
+        .into_iter()
+        .filter_map(|n| crate::metric::MetricName::new(n).ok())
+        .collect()
+}

@@ -25,8 +25,10 @@ use tokio::sync::{Mutex, broadcast};
 
 use super::AbortOnDrop;
 use super::clock::{ClusterClock, LocalClock};
+use super::groups::{self, MetricEncoding};
 use super::keyring::Keyring;
 use super::membership::Membership;
+use super::published::{Published, Write};
 use super::relay::{Protection, RelayConfig, RelayTransport, TransportCounters, TransportStats};
 use super::schema::{self, NodeState, Role, SchemaError, StateKey};
 use super::seal::{Sealer, V1Frames};
@@ -93,6 +95,10 @@ pub struct GossipConfig {
     pub relay: RelayConfig,
     /// Longest [`GossipMember::shutdown`] waits for the `leaving` key to go out.
     pub leave_timeout: Duration,
+    /// How metrics are laid out: `None` chooses from the observers in view
+    /// ([`groups::choose_encoding`]); `Some` pins one (benchmarks, or an operator holding one
+    /// key per metric for readers that do not advertise their version).
+    pub metric_encoding: Option<MetricEncoding>,
 }
 
 // === impl GossipConfig ===
@@ -125,6 +131,7 @@ impl GossipConfig {
             local_clock: LocalClock::default(),
             relay: RelayConfig::default(),
             leave_timeout: Duration::from_secs(1),
+            metric_encoding: None,
         }
     }
 
@@ -343,6 +350,9 @@ pub struct GossipMember {
     events: broadcast::Sender<MembershipEvent>,
     /// Locked inside the chitchat lock, by the round's watcher and by every liveness read.
     membership: Arc<parking_lot::Mutex<Membership>>,
+    /// The metrics published and their encoding; locked inside the chitchat lock.
+    published: parking_lot::Mutex<Published>,
+    metric_encoding: Option<MetricEncoding>,
     gossip_interval: Duration,
     leave_timeout: Duration,
     /// Whether the counters see this member's datagrams (our relay transport), so a leave can
@@ -475,6 +485,8 @@ impl GossipMember {
             clock,
             events,
             membership,
+            published: parking_lot::Mutex::default(),
+            metric_encoding: config.metric_encoding,
             gossip_interval: config.gossip_interval,
             leave_timeout: config.leave_timeout,
             _watcher: AbortOnDrop(watcher),
@@ -523,30 +535,30 @@ impl GossipMember {
         self.counters.snapshot()
     }
 
-    /// Publishes samples measured at `measured_at` (one key per metric, so gossip ships only
-    /// what changed). Nothing is published if any sample is refused.
+    /// Publishes samples measured at `measured_at`: grouped by family in `M:` keys, or one
+    /// `m:` key per metric while a live observer speaks schema version 1 ([`groups`]).
+    /// Nothing is published if any sample is refused.
     pub async fn publish_metrics(&self, samples: &[Sample], measured_at: SystemTime) -> Result<()> {
         self.ensure_agent()?;
-        let entries = samples
+        let updates = samples
             .iter()
-            .map(|s| schema::metric_entry(s, measured_at))
-            .collect::<Result<Vec<_>, _>>()?;
+            .map(|s| Ok((s.name.clone(), schema::published_value(s, measured_at)?)))
+            .collect::<Result<Vec<_>, SchemaError>>()?;
         let mut chitchat = self.chitchat.lock().await;
-        let state = chitchat.self_node_state();
-        for (key, value) in entries {
-            state.set(key, value);
-        }
+        let encoding = self
+            .metric_encoding
+            .unwrap_or_else(|| encoding_in_view(&chitchat));
+        let writes = self.published.lock().publish(encoding, updates);
+        apply_writes(chitchat.self_node_state(), writes);
         Ok(())
     }
 
     /// Deletes metrics no longer measured; readers stop seeing them at once.
     pub async fn remove_metrics(&self, names: &[MetricName]) -> Result<()> {
         self.ensure_agent()?;
-        let keys: Vec<String> = names
-            .iter()
-            .map(|n| StateKey::Metric(n.clone()).to_string())
-            .collect();
-        self.delete_keys(&keys).await;
+        let mut chitchat = self.chitchat.lock().await;
+        let writes = self.published.lock().remove(names);
+        apply_writes(chitchat.self_node_state(), writes);
         Ok(())
     }
 
@@ -827,6 +839,39 @@ async fn watch_membership(
     }
 }
 
+/// The metric encoding the live observers in view can read ([`groups::choose_encoding`]).
+fn encoding_in_view(chitchat: &Chitchat) -> MetricEncoding {
+    let self_id = chitchat.self_chitchat_id();
+    groups::choose_encoding(
+        chitchat
+            .live_nodes()
+            .filter(|id| *id != self_id)
+            .filter_map(|id| chitchat.node_state(id))
+            .map(|node| {
+                let state = NodeState::from_key_values(
+                    ["role", "v"]
+                        .into_iter()
+                        .filter_map(|k| node.get(k).map(|v| (k, v))),
+                );
+                (state.role, state.schema_version)
+            }),
+    )
+}
+
+/// Applies key writes to the member's own state; deleting an absent key does nothing.
+fn apply_writes(state: &mut chitchat::NodeState, writes: Vec<Write>) {
+    for write in writes {
+        match write {
+            Write::Set(key, value) => state.set(key, value),
+            Write::Delete(key) => {
+                if state.get(&key).is_some() {
+                    state.delete(&key);
+                }
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -839,6 +884,88 @@ mod tests {
             "127.0.0.1:0".parse().unwrap(),
             Security::Insecure,
         )
+    }
+
+    /// Whether `reader` sees `node`'s metric `name` at `value`, and the keys `node` holds.
+    async fn seen(reader: &GossipMember, node: &str, name: &str, value: f64) -> bool {
+        reader
+            .member(node)
+            .await
+            .is_some_and(|m| m.state.metric(name).is_some_and(|v| v.value == value))
+    }
+
+    fn own_keys(chitchat: &mut Chitchat) -> Vec<String> {
+        chitchat
+            .self_node_state()
+            .key_values()
+            .map(|(k, _)| k.to_owned())
+            .filter(|k| k.starts_with("m:") || k.starts_with("M:"))
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn a_mixed_cluster_keeps_one_key_per_metric_until_every_observer_reads_groups() {
+        use crate::testing::eventually;
+        let within = Duration::from_secs(20);
+        let fast = |mut c: GossipConfig| {
+            c.gossip_interval = Duration::from_millis(50);
+            c
+        };
+        let agent = GossipMember::start(fast(config("n1"))).await.unwrap();
+        let seed = agent.id().gossip_addr.to_string();
+        let mut c = fast(config("coordinator-old"));
+        c.role = Role::Observer;
+        c.seeds = vec![seed.clone()];
+        let old = GossipMember::start(c).await.unwrap();
+        // A coordinator of the previous build: it advertises schema version 1.
+        old.chitchat.lock().await.self_node_state().set("v", "1");
+        let sample = |v: f64| Sample {
+            name: MetricName::new("node_load1").unwrap(),
+            value: v,
+        };
+        eventually("the agent sees the old observer", within, || async {
+            let m = agent.member("coordinator-old").await?;
+            (m.liveness == Liveness::Live && m.state.schema_version == Some(1)).then_some(())
+        })
+        .await;
+        agent
+            .publish_metrics(&[sample(1.0)], SystemTime::now())
+            .await
+            .unwrap();
+        assert_eq!(
+            own_keys(&mut *agent.chitchat.lock().await),
+            ["m:node_load1"]
+        );
+        eventually("the old observer reads the metric", within, || async {
+            seen(&old, "n1", "node_load1", 1.0).await.then_some(())
+        })
+        .await;
+
+        // The old replica is replaced by a new one: the agent moves to groups at its next
+        // publication, and the new replica reads them.
+        let mut c = fast(config("coordinator-new"));
+        c.role = Role::Observer;
+        c.seeds = vec![seed];
+        let new = GossipMember::start(c).await.unwrap();
+        drop(old);
+        eventually(
+            "the agent stops counting the old observer",
+            within,
+            || async {
+                let m = agent.member("coordinator-old").await?;
+                (m.liveness != Liveness::Live).then_some(())
+            },
+        )
+        .await;
+        agent
+            .publish_metrics(&[sample(2.0)], SystemTime::now())
+            .await
+            .unwrap();
+        assert_eq!(own_keys(&mut *agent.chitchat.lock().await), ["M:node_"]);
+        eventually("the new observer reads the group", within, || async {
+            seen(&new, "n1", "node_load1", 2.0).await.then_some(())
+        })
+        .await;
     }
 
     #[tokio::test]

@@ -1,6 +1,8 @@
 //! Gossip: how node state travels between agents and coordinator replicas.
 //!
 //! - [`schema`]: the keys a node publishes and how readers parse them (pure, no I/O).
+//! - [`groups`]: metric groups (`M:` keys, schema version 2): codec and encoding choice;
+//!   [`published`]: what an agent published and the writes a change of encoding takes.
 //! - [`keyring`] and [`seal`]: the AEAD keys from a mounted Secret and the datagram framing.
 //! - [`replay`] and [`clock`]: stale and repeated datagrams refused; clock skew estimated from
 //!   the frames' send times and corrected.
@@ -9,9 +11,11 @@
 //! - `membership`: the failure detector's live set diffed into membership events.
 
 pub mod clock;
+pub mod groups;
 pub mod keyring;
 pub mod member;
 mod membership;
+pub mod published;
 pub mod relay;
 pub mod replay;
 pub mod schema;

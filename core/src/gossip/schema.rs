@@ -7,7 +7,8 @@
 //! | `role` | `agent` or `observer` | every member, at start |
 //! | `leaving` | `1` | a member shutting down cleanly |
 //! | `quic` | `<ip>:<port>` where the agent's QUIC server answers | agents with QUIC on |
-//! | `m:<metric name>` | `<value>@<unix ms>` ([`MetricValue`]) | agents |
+//! | `m:<metric name>` | `<value>@<unix ms>` ([`MetricValue`]) | agents, while an observer speaks version 1 |
+//! | `M:<prefix>` | a group of metrics, `<unix ms>;<suffix>=<value>;...` ([`super::groups`]) | agents (version 2) |
 //! | `s:<pod uid>` | a scavenger pod's job, last checkpoint and requests ([`ScavengerPod`]) | agents |
 //! | `r:<namespace>/<pod type>` | the type's decayed reward evidence, `<good>,<bad>@<unix ms>` | agents |
 //! | `v:<namespace>/<policy>` | the policy's violated strategies | agents |
@@ -34,11 +35,13 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use super::groups::{self, GROUP_PREFIX};
 use crate::metric::{InvalidMetricName, MetricName, Sample};
 pub use crate::scavenge::ScavengerPod;
 
-/// The schema version this build writes.
-pub const SCHEMA_VERSION: u32 = 1;
+/// The schema version this build writes: 2 reads and writes metric groups (`M:` keys,
+/// [`super::groups`]).
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// Largest value a node publishes or a reader accepts, in bytes. chitchat stops propagating a
 /// node's updates when one value nears 64 KiB, so values stay far below that.
@@ -154,6 +157,9 @@ pub enum StateKey {
     QuicAddr,
     /// `m:<name>`: one node metric.
     Metric(MetricName),
+    /// `M:<prefix>` or `M:<prefix>#<chunk>`: a group of metrics ([`super::groups`]); holds
+    /// the key's rest after `M:`.
+    MetricGroup(String),
     /// `r:<rest>`: reserved for rewards; the rest is printable ASCII without spaces.
     Reward(String),
     /// `v:<rest>`: reserved for policy violations; the rest is printable ASCII without spaces.
@@ -208,6 +214,7 @@ impl fmt::Display for StateKey {
             Self::Leaving => f.write_str(LEAVING_KEY),
             Self::QuicAddr => f.write_str(QUIC_ADDR_KEY),
             Self::Metric(name) => write!(f, "{METRIC_PREFIX}{name}"),
+            Self::MetricGroup(rest) => write!(f, "{GROUP_PREFIX}{rest}"),
             Self::Reward(rest) => write!(f, "{REWARD_PREFIX}{rest}"),
             Self::Violation(rest) => write!(f, "{VIOLATION_PREFIX}{rest}"),
             Self::Scavenger(uid) => write!(f, "{SCAVENGER_PREFIX}{uid}"),
@@ -247,6 +254,12 @@ impl FromStr for StateKey {
                             source,
                         }
                     })
+                } else if let Some(rest) = key.strip_prefix(GROUP_PREFIX) {
+                    groups::parse_group_rest(rest)
+                        .map(|_| Self::MetricGroup(rest.to_owned()))
+                        .map_err(|_| SchemaError::BadSuffix {
+                            key: key.to_owned(),
+                        })
                 } else if let Some(rest) = key.strip_prefix(REWARD_PREFIX) {
                     suffix(rest).map(Self::Reward)
                 } else if let Some(rest) = key.strip_prefix(VIOLATION_PREFIX) {
@@ -387,13 +400,26 @@ pub fn unix_ms(t: SystemTime) -> u64 {
         .unwrap_or(0)
 }
 
-/// Returns the `(key, value)` to publish for `sample` measured at `at`.
+/// Returns the `(key, value)` to publish for `sample` measured at `at` as its own `m:` key.
 pub fn metric_entry(sample: &Sample, at: SystemTime) -> Result<(String, String)> {
+    let value = published_value(sample, at)?;
+    Ok((
+        StateKey::Metric(sample.name.clone()).to_string(),
+        value.to_string(),
+    ))
+}
+
+/// Returns `sample` as published at `at`: its name checked as a key, its value finite, rounded
+/// to [`groups::SIGNIFICANT_DIGITS`] digits and within [`MAX_VALUE_LEN`] as a `m:` value.
+pub fn published_value(sample: &Sample, at: SystemTime) -> Result<MetricValue> {
     let key = StateKey::Metric(sample.name.clone());
     key.validate()?;
-    let value = MetricValue::new(&sample.name, sample.value, at)?.to_string();
-    key.validate_value(&value)?;
-    Ok((key.to_string(), value))
+    let mut value = MetricValue::new(&sample.name, sample.value, at)?;
+    value.value = groups::format_rounded(value.value)
+        .parse()
+        .unwrap_or(value.value);
+    key.validate_value(&value.to_string())?;
+    Ok(value)
 }
 
 /// Returns the entries every member publishes when it starts: schema version and role.
@@ -478,10 +504,17 @@ impl NodeState {
             StateKey::QuicAddr => value.parse().map(|a| self.quic_addr = Some(a)).is_ok(),
             StateKey::Metric(name) => value
                 .parse::<MetricValue>()
-                .map(|v| {
-                    self.metrics.insert(name, v);
-                })
+                .map(|v| self.insert_newer(name, v))
                 .is_ok(),
+            StateKey::MetricGroup(rest) => groups::parse_group_rest(&rest)
+                .ok()
+                .and_then(|prefix| groups::decode_group(prefix, value).ok())
+                .map(|metrics| {
+                    for (name, v) in metrics {
+                        self.insert_newer(name, v);
+                    }
+                })
+                .is_some(),
             StateKey::Reward(rest) => {
                 self.rewards.insert(rest, value.to_owned());
                 true
@@ -496,6 +529,18 @@ impl NodeState {
                     self.scavengers.insert(uid, pod);
                 })
                 .is_ok(),
+        }
+    }
+
+    /// Keeps `v` for `name` unless a newer stamp is already there (a metric may be in both a
+    /// `m:` key and a group while its writer moves between encodings).
+    fn insert_newer(&mut self, name: MetricName, v: MetricValue) {
+        match self.metrics.get_mut(&name) {
+            Some(old) if old.measured_at_ms > v.measured_at_ms => {}
+            Some(old) => *old = v,
+            None => {
+                self.metrics.insert(name, v);
+            }
         }
     }
 
