@@ -13,7 +13,7 @@
 //! Gossip is seconds late about pods that leave, so a substitute must also be one the API
 //! server holds as staying, by this replica's watch of scavenger pods ([`ScavengerPods`]), and
 //! a job with a pod on its way out costs nothing more
-//! ([`Standing`](telemesh_core::scavenge::victims::Standing)). Before that watch has listed,
+//! ([`Standing`]). Before that watch has listed,
 //! nothing is swapped; dropping dearer nodes needs no substitute and goes on.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
