@@ -118,7 +118,12 @@ pub struct Refusals {
 
 impl Refusals {
     /// Counts into `counter` (registered as `node_scope_refusals` by [`crate::metrics`]).
+    /// Both targets are exported at zero from the start: the series exist before the first
+    /// refusal, so `increase()` and an alert on it see the first one.
     pub fn new(counter: Family<RefusalLabels, Counter>) -> Self {
+        for target in [Target::Pod, Target::Status] {
+            counter.get_or_create(&RefusalLabels { target });
+        }
         Self { counter }
     }
 
