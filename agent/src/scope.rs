@@ -122,7 +122,7 @@ impl Refusals {
     /// refusal, so `increase()` and an alert on it see the first one.
     pub fn new(counter: Family<RefusalLabels, Counter>) -> Self {
         for target in [Target::Pod, Target::Status] {
-            counter.get_or_create(&RefusalLabels { target });
+            let _ = counter.get_or_create(&RefusalLabels { target });
         }
         Self { counter }
     }
