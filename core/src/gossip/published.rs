@@ -70,21 +70,23 @@ impl Published {
 
     /// Stops publishing `names`.
     pub fn remove(&mut self, names: &[MetricName]) -> Vec<Write> {
-        let mut writes = Vec::new();
         let mut touched = BTreeSet::new();
         for name in names {
             if self.values.remove(name).is_some() {
                 touched.insert(groups::prefix_of(name.as_str()).to_owned());
             }
-            writes.push(Write::Delete(StateKey::Metric(name.clone()).to_string()));
         }
         if self.encoding == Some(MetricEncoding::Groups) {
-            writes.clear();
+            let mut writes = Vec::new();
             for prefix in touched {
                 self.write_group(&prefix, &mut writes);
             }
+            return writes;
         }
-        writes
+        names
+            .iter()
+            .map(|name| Write::Delete(StateKey::Metric(name.clone()).to_string()))
+            .collect()
     }
 
     /// Every metric written anew in `to`, the other encoding's keys deleted.
