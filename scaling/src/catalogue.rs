@@ -1,0 +1,190 @@
+//! What each series is and the budget issue 19 sets for it: the titles on the plots and the
+//! target column of the README's table. A series the catalogue does not know is still drawn and
+//! tabled, under its own name and without a target.
+
+/// A cost ceiling, set for one cluster size.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Target {
+    /// The figure must stay at or below this.
+    pub at_most: f64,
+    /// The member or node count the target is set for.
+    pub at_size: u64,
+}
+
+impl Target {
+    /// Whether a value measured at `size` meets the target; `None` where the target speaks of
+    /// another size.
+    pub fn met(&self, size: u64, value: f64) -> Option<bool> {
+        (size == self.at_size).then_some(value <= self.at_most)
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct Known {
+    pub series: &'static str,
+    pub title: &'static str,
+    /// "members" or "nodes": what the x axis counts.
+    pub counts: &'static str,
+    pub target: Option<Target>,
+}
+
+const fn known(
+    series: &'static str,
+    title: &'static str,
+    counts: &'static str,
+    target: Option<(f64, u64)>,
+) -> Known {
+    Known {
+        series,
+        title,
+        counts,
+        target: match target {
+            Some((at_most, at_size)) => Some(Target { at_most, at_size }),
+            None => None,
+        },
+    }
+}
+
+const MEMBERS: &str = "members";
+const NODES: &str = "nodes";
+
+/// The series the benches print, in the order the README lists them.
+pub const KNOWN: &[Known] = &[
+    // agent/benches/footprint.rs: the real agent binary, 100 pods, 1 s collection.
+    known("agent_rss_mib", "Agent RSS", MEMBERS, Some((16.0, 1000))),
+    known("agent_anon_mib", "Agent RSS, anonymous", MEMBERS, None),
+    known("agent_file_mib", "Agent RSS, file-backed", MEMBERS, None),
+    known(
+        "agent_cpu_percent",
+        "Agent CPU (% of a core)",
+        MEMBERS,
+        Some((0.5, 1000)),
+    ),
+    known("agent_gossip_out_kbps", "Agent gossip out", MEMBERS, None),
+    known("agent_gossip_in_kbps", "Agent gossip in", MEMBERS, None),
+    // core/benches/gossip.rs: members on chitchat's channel transport, paused clock.
+    known(
+        "gossip_idle_kbps",
+        "Gossip per node, idle",
+        MEMBERS,
+        Some((40.0, 1000)),
+    ),
+    known(
+        "gossip_loaded_kbps",
+        "Gossip per node, 10 updates/s",
+        MEMBERS,
+        Some((60.0, 1000)),
+    ),
+    known(
+        "gossip_conv99_p50_s",
+        "Gossip 99 % convergence, p50",
+        MEMBERS,
+        None,
+    ),
+    known(
+        "gossip_conv99_max_s",
+        "Gossip 99 % convergence, max",
+        MEMBERS,
+        Some((3.0, 1000)),
+    ),
+    known(
+        "gossip_member_anon_kb",
+        "Heap per gossip member",
+        MEMBERS,
+        None,
+    ),
+    // coordinator/benches/extender.rs: nodeCacheCapable, rewards and a blended policy.
+    known(
+        "extender_filter_p99_us",
+        "Extender filter p99",
+        NODES,
+        Some((500.0, 5000)),
+    ),
+    known(
+        "extender_prioritize_p99_us",
+        "Extender prioritize p99",
+        NODES,
+        Some((500.0, 5000)),
+    ),
+    known(
+        "extender_filter_names_p99_us",
+        "Extender filter p99, no rewards",
+        NODES,
+        None,
+    ),
+    known(
+        "extender_fullnode_ratio_filter",
+        "Full-node filter / IgnoredAny parse",
+        NODES,
+        Some((1.3, 5000)),
+    ),
+    known(
+        "extender_fullnode_ratio_prioritize",
+        "Full-node prioritize / IgnoredAny parse",
+        NODES,
+        Some((1.3, 5000)),
+    ),
+    // coordinator/benches/freshness.rs: a telemetry change until every replica's decisions.
+    known("freshness_p50_s", "Freshness p50", MEMBERS, None),
+    known(
+        "freshness_p99_s",
+        "Freshness p99",
+        MEMBERS,
+        Some((1.5, 1000)),
+    ),
+    known(
+        "freshness_collect_p99_s",
+        "Freshness: collection wait p99",
+        MEMBERS,
+        None,
+    ),
+    known(
+        "freshness_gossip_p99_s",
+        "Freshness: gossip p99",
+        MEMBERS,
+        None,
+    ),
+    known(
+        "freshness_fold_p99_s",
+        "Freshness: view fold p99",
+        MEMBERS,
+        None,
+    ),
+];
+
+/// The catalogue entry of a series.
+pub fn lookup(series: &str) -> Option<&'static Known> {
+    KNOWN.iter().find(|k| k.series == series)
+}
+
+/// Where a series sorts: catalogue order, unknown series after every known one.
+pub fn rank(series: &str) -> usize {
+    KNOWN
+        .iter()
+        .position(|k| k.series == series)
+        .unwrap_or(KNOWN.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_target_speaks_only_of_its_size() {
+        let t = Target {
+            at_most: 16.0,
+            at_size: 1000,
+        };
+        assert_eq!(t.met(1000, 15.9), Some(true));
+        assert_eq!(t.met(1000, 16.0), Some(true));
+        assert_eq!(t.met(1000, 16.1), Some(false));
+        assert_eq!(t.met(100, 30.0), None);
+    }
+
+    #[test]
+    fn series_names_are_unique() {
+        for (i, k) in KNOWN.iter().enumerate() {
+            assert_eq!(rank(k.series), i, "{} listed twice", k.series);
+        }
+    }
+}

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# The scaling picture (issue 19): runs the cost benchmarks at 10, 100 and 1,000 gossip members
+# (the extender at 100, 1,000 and 5,000 nodes), then draws each cost against the cluster size as
+# PNGs under target/scaling/ (overview.png and one per series) and refreshes the README's table.
+#
+#   scripts/scaling.sh                                  # every bench, every size
+#   SCALING_ONLY="extender gossip" scripts/scaling.sh   # a subset; the others' last output is kept
+#   SCALING_MEMBERS="10 100" SCALING_NODES="100 1000" scripts/scaling.sh
+#   SCALING_README=0 scripts/scaling.sh                 # leave README.md as it is
+#
+# Benches build with the bench profile as released (fat LTO: the first build takes about 15
+# minutes on 2 cores); SCALING_QUICK=1 builds without LTO for a quicker, slower-code look (the
+# table then says so in target/scaling/profile.txt, and the README is left alone). A full run at
+# 1,000 members takes about 40 minutes on 2 cores: the 1,000-member gossip run alone is ~11
+# minutes of wall clock on its paused clock. Run it on an otherwise idle machine: the agent's CPU
+# and the extender's latencies are wall-clock figures.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+out=${SCALING_OUT:-target/scaling}
+members=${SCALING_MEMBERS:-10 100 1000}
+nodes=${SCALING_NODES:-100 1000 5000}
+only=${SCALING_ONLY:-footprint gossip extender freshness}
+readme=${SCALING_README:-1}
+mkdir -p "$out/raw"
+
+if [[ ${SCALING_QUICK:-0} == 1 ]]; then
+    export CARGO_PROFILE_BENCH_LTO=off CARGO_PROFILE_BENCH_CODEGEN_UNITS=16
+    echo "bench profile without LTO (SCALING_QUICK=1): not the released code" > "$out/profile.txt"
+    readme=0
+else
+    echo "bench profile as released (fat LTO)" > "$out/profile.txt"
+fi
+
+comma() { tr ' ' ',' <<<"$*"; }
+
+# Runs one bench, its output to $out/raw/<name>.txt (replacing that bench's previous output only).
+run() {
+    local name=$1
+    shift
+    local started=$SECONDS
+    echo "== $name: $*" >&2
+    "$@" 2>"$out/raw/$name.stderr" | tee "$out/raw/$name.txt.part"
+    mv "$out/raw/$name.txt.part" "$out/raw/$name.txt"
+    echo "== $name: done in $((SECONDS - started)) s (load: $(cut -d' ' -f1-3 /proc/loadavg))" >&2
+}
+
+wants() { [[ " $only " == *" $1 "* ]]; }
+
+if wants footprint; then
+    : >"$out/raw/footprint.txt.all"
+    for n in $members; do
+        # Above 100 members the in-process peers gossip every 5 s so that 2 cores keep them all
+        # alive (agent/benches/footprint.rs); the agent itself runs at 1 s as in production.
+        interval=1000
+        ((n > 100)) && interval=5000
+        run "footprint-$n" env MEMBERS="$n" PEER_INTERVAL_MS="$interval" \
+            cargo bench -q -p telemesh-agent --bench footprint
+        cat "$out/raw/footprint-$n.txt" >>"$out/raw/footprint.txt.all"
+    done
+    mv "$out/raw/footprint.txt.all" "$out/raw/footprint.txt"
+    rm -f "$out"/raw/footprint-*.txt
+fi
+if wants gossip; then
+    spec=$(for n in $members; do printf 'chan%sv@1000,' "$n"; done)
+    run gossip env GOSSIP_BENCH="${spec%,}" cargo bench -q -p telemesh-core --bench gossip
+fi
+if wants extender; then
+    run extender env EXTENDER_NODES="$(comma $nodes)" \
+        cargo bench -q -p telemesh-coordinator --bench extender
+fi
+if wants freshness; then
+    run freshness env FRESHNESS_MEMBERS="$(comma $members)" \
+        cargo bench -q -p telemesh-coordinator --bench freshness
+fi
+
+shopt -s nullglob
+inputs=("$out"/raw/*.txt)
+if ((${#inputs[@]} == 0)); then
+    echo "no bench output under $out/raw: nothing to draw" >&2
+    exit 1
+fi
+readme_args=()
+[[ $readme == 1 ]] && readme_args=(--readme README.md)
+cargo run -q -p telemesh-scaling -- "${inputs[@]}" --out "$out" "${readme_args[@]}"
