@@ -22,10 +22,16 @@ fn repo() -> PathBuf {
 }
 
 /// Packages whose binaries ship as no image, and why.
-const NO_IMAGE: [(&str, &str); 1] = [(
-    "telemesh-kubectl",
-    "kubectl telemesh is a kubectl plugin: it runs on the user's machine, not in the cluster",
-)];
+const NO_IMAGE: [(&str, &str); 2] = [
+    (
+        "telemesh-kubectl",
+        "kubectl telemesh is a kubectl plugin: it runs on the user's machine, not in the cluster",
+    ),
+    (
+        "telemesh-scaling",
+        "the scaling picture draws benchmark figures on a developer's machine (scripts/scaling.sh)",
+    ),
+];
 
 /// `cargo metadata` of the workspace: members' directories and binary names by package.
 struct Workspace {
