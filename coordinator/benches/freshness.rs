@@ -488,8 +488,9 @@ async fn run(n: usize, trials: usize, rng: &mut rand::rngs::StdRng) -> Vec<Trial
         });
         if n >= 1000 || (t + 1) % 20 == 0 {
             let last = out.last().expect("a trial");
+            let [c, g, f, e] = parts(last).map(|d| d.as_secs_f64());
             progress(&format!(
-                "trial {}/{trials}: {:.2}s",
+                "trial {}/{trials}: {:.3}s (collect {c:.3}, gossip {g:.3}, fold {f:.3}, extender {e:.4})",
                 t + 1,
                 total(last).as_secs_f64()
             ));
