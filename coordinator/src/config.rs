@@ -113,7 +113,8 @@ pub struct Cli {
     /// kube-scheduler's own choice (upstream's behaviour, for comparison).
     #[arg(long, env = "TELEMESH_SCAVENGER_VICTIMS", value_enum, default_value_t = ScavengerVictims::Unsaved)]
     pub scavenger_victims: ScavengerVictims,
-    /// How often gossip changes are folded into the cluster view.
+    /// How often membership changes are folded into the cluster view (key changes are folded
+    /// in as they arrive).
     #[arg(long, env = "TELEMESH_VIEW_TICK", default_value = "100ms", value_parser = parse_duration)]
     pub view_tick: Duration,
     /// How often every member is re-read in full (catches deleted keys).

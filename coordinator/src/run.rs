@@ -24,7 +24,7 @@ use crate::extender::Extender;
 use crate::health::HealthState;
 use crate::metrics::{ExtenderMetrics, PolicyMetrics, RpcMetrics, ViewMetrics};
 use crate::policies::PolicyCache;
-use crate::view::{ClusterView, Updater};
+use crate::view::{ClusterView, Updater, ViewConfig};
 
 /// A running coordinator replica.
 pub struct Coordinator {
@@ -120,6 +120,23 @@ fn serve_http(
     ));
 }
 
+/// Returns a [`ClusterView`] that `member` (this replica's observer) keeps current: the view
+/// ages figures by the member's cluster clock, and an [`Updater`] task folds the member's gossip
+/// into it until `stop`. The replica and the freshness benchmark (`benches/freshness.rs`) both
+/// start their views here, so the benchmark measures the fold the replica runs.
+pub async fn follow_gossip(
+    member: Arc<GossipMember>,
+    config: ViewConfig,
+    metrics: ViewMetrics,
+    tasks: &TaskTracker,
+    stop: CancellationToken,
+) -> ClusterView {
+    let view = ClusterView::with_clock(member.clock());
+    let updater = Updater::new(member, view.clone(), config, metrics).await;
+    tasks.spawn(updater.run(stop));
+    view
+}
+
 /// Starts a coordinator; it runs until `stop` is cancelled (then call
 /// [`Coordinator::shutdown`]). Every listener is bound before this returns.
 pub async fn start(config: Config, stop: CancellationToken) -> anyhow::Result<Coordinator> {
@@ -165,15 +182,14 @@ pub async fn start(config: Config, stop: CancellationToken) -> anyhow::Result<Co
             .follow(member.clone(), stop.child_token()),
     );
 
-    let view = ClusterView::with_clock(member.clock());
-    let updater = Updater::new(
+    let view = follow_gossip(
         member.clone(),
-        view.clone(),
         config.view.clone(),
         view_metrics,
+        &tasks,
+        stop.child_token(),
     )
     .await;
-    tasks.spawn(updater.run(stop.child_token()));
 
     let policies = PolicyCache::default();
     let user_agent = telemesh_core::client::user_agent(

@@ -12,11 +12,13 @@
 //! 5,000 nodes), independent of how many values changed. Only the touched nodes' entries are
 //! rebuilt.
 //!
-//! **Updates** ([`Updater`]). Three sources, folded in on a short tick (default 100 ms) so a
-//! burst of gossip costs one publication:
+//! **Updates** ([`Updater`]). Three sources, folded in on a short tick (default 100 ms), and at
+//! once when key changes arrive:
 //! - key changes: every key a member sets reaches a callback that queues it (the callback runs
-//!   under the gossip lock, so it only pushes); the tick applies the queue in order, per node,
-//!   in O(changes);
+//!   under the gossip lock, so it only pushes) and wakes the updater, which applies the queue in
+//!   order, per node, in O(changes). One gossip message's keys arrive under one lock, so a burst
+//!   costs one publication; waiting for the tick instead added up to a tick to every change's
+//!   way to the extender (docs/scale.md, "Freshness");
 //! - membership events (joined, departed, left): liveness and gossip address;
 //! - a periodic full resync (default 30 s, and whenever the event stream lagged) that re-reads
 //!   every member. Gossip does not report deleted keys, so a metric an agent stopped publishing
@@ -482,6 +484,9 @@ pub struct Updater {
     config: ViewConfig,
     metrics: ViewMetrics,
     queue: Queue,
+    /// Woken by the key-change callback, so queued changes are folded in without waiting for
+    /// the tick.
+    queued: Arc<tokio::sync::Notify>,
     _subscription: KeySubscription,
     /// Every member but observers and self, by name: the working copy snapshots are taken from.
     working: HashMap<Arc<str>, Arc<NodeEntry>>,
@@ -511,6 +516,8 @@ impl Updater {
         let queue: Queue = Arc::default();
         let me: Box<str> = member.id().node_name.as_ref().into();
         let sink = queue.clone();
+        let queued = Arc::new(tokio::sync::Notify::new());
+        let wake = queued.clone();
         let subscription = member
             .on_key_change("", move |change| {
                 if *change.node_name != *me {
@@ -520,6 +527,8 @@ impl Updater {
                         key: change.key.into(),
                         value: change.value.into(),
                     });
+                    // One stored wake-up at most: a message's keys cost one fold.
+                    wake.notify_one();
                 }
             })
             .await;
@@ -529,6 +538,7 @@ impl Updater {
             config,
             metrics,
             queue,
+            queued,
             _subscription: subscription,
             working: HashMap::new(),
             synced: false,
@@ -552,6 +562,7 @@ impl Updater {
             tokio::select! {
                 _ = stop.cancelled() => return,
                 _ = tick.tick() => {}
+                _ = self.queued.notified() => {}
             }
             let now = tokio::time::Instant::now();
             let mut changed = false;
@@ -1226,6 +1237,78 @@ mod tests {
         );
         // Each deletion was seen by a re-read (others may have caught up with a batch).
         assert!(metrics.scavengers_reread.get() >= 2);
+        stop.cancel();
+        task.await.unwrap();
+    }
+
+    /// Key changes reach the view when they arrive, not at the next tick: with an hour-long
+    /// tick and resync, a new value still shows within gossip rounds.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn key_changes_are_folded_in_without_waiting_for_the_tick() {
+        use telemesh_core::gossip::{GossipConfig, Security};
+        use telemesh_core::metric::{MetricName, Sample};
+        use telemesh_core::testing::eventually;
+
+        const WITHIN: Duration = Duration::from_secs(20);
+        let config = |name: &str, role, seeds: Vec<String>| {
+            let mut c = GossipConfig::new(
+                name,
+                "view-test",
+                "127.0.0.1:0".parse().unwrap(),
+                Security::Insecure,
+            );
+            c.role = role;
+            c.seeds = seeds;
+            c.gossip_interval = Duration::from_millis(100);
+            c
+        };
+        let agent = GossipMember::start(config("n1", Role::Agent, vec![]))
+            .await
+            .unwrap();
+        let seed = agent.id().gossip_addr.to_string();
+        let observer = Arc::new(
+            GossipMember::start(config("coordinator", Role::Observer, vec![seed]))
+                .await
+                .unwrap(),
+        );
+        let view = ClusterView::default();
+        let mut registry = prometheus_client::registry::Registry::default();
+        let hour = Duration::from_secs(3600);
+        let updater = Updater::new(
+            observer,
+            view.clone(),
+            ViewConfig {
+                tick: hour,
+                resync: hour,
+                sync_timeout: Duration::from_millis(100),
+                stale_after: Duration::from_secs(45),
+            },
+            ViewMetrics::register(&mut registry),
+        )
+        .await;
+        let stop = CancellationToken::new();
+        let task = tokio::spawn(updater.run(stop.clone()));
+        let load = |view: &ClusterView| {
+            view.load()
+                .node("n1")
+                .and_then(|e| e.metric("node_load1"))
+                .map(|v| v.value)
+        };
+        // The first tick (at once) has passed by the second value: only a wake-up folds it in.
+        for value in [1.0, 2.0] {
+            let sample = Sample {
+                name: MetricName::new("node_load1").unwrap(),
+                value,
+            };
+            agent
+                .publish_metrics(&[sample], SystemTime::now())
+                .await
+                .unwrap();
+            eventually("the new value in the view", WITHIN, || async {
+                (load(&view) == Some(value)).then_some(())
+            })
+            .await;
+        }
         stop.cancel();
         task.await.unwrap();
     }

@@ -37,7 +37,7 @@ use chitchat::transport::ChannelTransport;
 use telemesh_core::gossip::groups::MetricEncoding;
 use telemesh_core::gossip::{GossipConfig, GossipMember, Keyring, NodeState, Security};
 use telemesh_core::metric::{MetricName, Sample};
-use telemesh_core::testing::{agent_metric_names, process_rss_split_mib};
+use telemesh_core::testing::{agent_metric_names, agent_samples, process_rss_split_mib};
 use tokio::time::Instant;
 
 const DEFAULT_RUNS: &str = "udp10@1000,udp10@200,udp100@1000,udp100@200,chan1000v@1000";
@@ -299,17 +299,8 @@ where
 /// Every member's initial metrics: 30 measured-looking values (ratios and rates to 17 digits,
 /// as collectors compute them).
 async fn publish_initial(members: &[GossipMember]) {
-    let names = agent_metric_names();
     for (i, m) in members.iter().enumerate() {
-        let samples: Vec<Sample> = names
-            .iter()
-            .enumerate()
-            .map(|(k, name)| Sample {
-                name: name.clone(),
-                value: ((i * 31 + k * 17) % 1000) as f64 / 997.0,
-            })
-            .collect();
-        m.publish_metrics(&samples, SystemTime::now())
+        m.publish_metrics(&agent_samples(i), SystemTime::now())
             .await
             .unwrap();
     }

@@ -133,3 +133,16 @@ pub fn agent_metric_names() -> Vec<crate::metric::MetricName> {
         .filter_map(|n| crate::metric::MetricName::new(n).ok())
         .collect()
 }
+
+/// Member `i`'s values of the [`agent_metric_names`]: measured-looking ratios and rates to 17
+/// digits, as collectors compute them, different from member to member.
+pub fn agent_samples(i: usize) -> Vec<crate::metric::Sample> {
+    agent_metric_names()
+        .into_iter()
+        .enumerate()
+        .map(|(k, name)| crate::metric::Sample {
+            name,
+            value: ((i * 31 + k * 17) % 1000) as f64 / 997.0,
+        })
+        .collect()
+}
