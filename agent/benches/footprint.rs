@@ -332,9 +332,11 @@ async fn run() {
     while t0.elapsed() < window {
         tokio::time::sleep(Duration::from_secs(1)).await;
         peak = peak.max(process_rss_mib(pid));
-        let alive = gossip_traffic(&metrics_url).await.alive;
-        alive_min = alive_min.min(alive);
-        alive_max = alive_max.max(alive);
+        // A read that fails (the agent busy, a connection closed) only leaves a gap in the range.
+        if let Some(t) = try_gossip_traffic(&metrics_url).await {
+            alive_min = alive_min.min(t.alive);
+            alive_max = alive_max.max(t.alive);
+        }
     }
     let cpu = process_cpu_seconds(pid) - cpu0;
     let swarm_cpu = swarm_cpu() - swarm_cpu0;
@@ -439,21 +441,26 @@ struct GossipTraffic {
 }
 
 async fn gossip_traffic(url: &str) -> GossipTraffic {
+    try_gossip_traffic(url).await.expect("the agent's /metrics")
+}
+
+/// [`gossip_traffic`], or `None` if `/metrics` could not be read.
+async fn try_gossip_traffic(url: &str) -> Option<GossipTraffic> {
     let text = telemesh_sim::cluster::http::request(http::Method::GET, url, None)
         .await
         .map(|body| String::from_utf8_lossy(&body).into_owned())
-        .expect("the agent's /metrics");
+        .ok()?;
     let value = |series: &str| {
         text.lines()
             .find_map(|l| l.strip_prefix(series)?.trim().parse::<f64>().ok())
             .unwrap_or(0.0)
     };
-    GossipTraffic {
+    Some(GossipTraffic {
         alive: value("telemesh_agent_gossip_peers{state=\"Alive\"}") as usize,
         dead: value("telemesh_agent_gossip_peers{state=\"Dead\"}") as usize,
         bytes_in: value("telemesh_agent_gossip_bytes_total{direction=\"In\"}"),
         bytes_out: value("telemesh_agent_gossip_bytes_total{direction=\"Out\"}"),
         datagrams_in: value("telemesh_agent_gossip_datagrams_total{direction=\"In\"}"),
         datagrams_out: value("telemesh_agent_gossip_datagrams_total{direction=\"Out\"}"),
-    }
+    })
 }
