@@ -17,8 +17,16 @@
 //! the whole swarm shares this machine's cores, and on 2 cores 1,000 members at 1 s rounds may
 //! fall behind; the bench prints the swarm's CPU so that shows.
 //!
+//! PEER_PROCS (plain peers only; default 2) runs the plain members in that many child
+//! processes, this bench re-executed as `footprint --peers-only` with a share of the members
+//! each, so the swarm is not one runtime's worth of tasks contending with itself and every
+//! member stays alive in the agent's view; 0 keeps them in this process (as before). The bench
+//! prints how many members the agent's view held alive, at least and at most, over the window.
+//!
 //! Run: `cargo bench -p telemesh-agent --bench footprint` (MEMBERS=100 PODS=100 WINDOW=30
-//! WARMUP=20 by default). FOOTPRINT_WRAPPER profiles the agent (below).
+//! WARMUP=20 by default). FOOTPRINT_WRAPPER profiles the agent, FOOTPRINT_AGENT measures
+//! another build of it (below). Besides the human lines it prints `FIGURE <series> <members>
+//! <value> <unit>` lines for scripts/scaling.sh.
 
 use std::path::Path;
 use std::time::{Duration, Instant, SystemTime};
@@ -47,7 +55,154 @@ fn main() {
         .enable_all()
         .build()
         .expect("runtime");
-    rt.block_on(run());
+    if std::env::args().any(|a| a == "--peers-only") {
+        rt.block_on(peers_only());
+    } else {
+        rt.block_on(run());
+    }
+}
+
+/// How the other members are laid out and how often they gossip, from the environment.
+struct PeerSpec {
+    plain: bool,
+    interval: Duration,
+    encoding: Option<MetricEncoding>,
+}
+
+impl PeerSpec {
+    fn from_env(members: usize) -> Self {
+        let plain = match std::env::var("PEERS").as_deref() {
+            Ok("plain") => true,
+            Ok("sealed") => false,
+            Ok(other) => panic!("PEERS={other}: use sealed or plain"),
+            Err(_) => members > 100,
+        };
+        // PEER_ENCODING=keys|groups: how the other members lay out their metrics (default: as
+        // they choose, groups, since no observer of schema version 1 is in view). `keys` is the
+        // layout before schema version 2: one key per metric.
+        let encoding = match std::env::var("PEER_ENCODING").as_deref() {
+            Ok("keys") => Some(MetricEncoding::Keys),
+            Ok("groups") | Err(_) => Some(MetricEncoding::Groups),
+            Ok(other) => panic!("PEER_ENCODING={other}: use keys or groups"),
+        };
+        Self {
+            plain,
+            interval: Duration::from_millis(env_usize("PEER_INTERVAL_MS", 1000) as u64),
+            encoding,
+        }
+    }
+}
+
+/// The plain member `i`'s address: its own loopback address, so there is no free-port race
+/// and no port exhaustion, and every process can compute the first member's (the seed).
+fn plain_addr(i: usize) -> String {
+    format!("127.77.{}.{}:17946", i / 200, i % 200 + 1)
+}
+
+/// Starts members `range` (each publishing the agent's metrics), all seeding from `seed`, or
+/// from the first of them when `seed` is empty. Returns them and the seed.
+async fn start_peers(
+    spec: &PeerSpec,
+    range: std::ops::Range<usize>,
+    mut seed: String,
+) -> (Vec<GossipMember>, String) {
+    let keyring = Keyring::parse(&format!("{KEY}\n"), "bench").expect("keyring");
+    // What an agent publishes: thirty names over six families, measured-looking values.
+    let samples: Vec<Sample> = agent_metric_names()
+        .into_iter()
+        .enumerate()
+        .map(|(k, name)| Sample {
+            name,
+            value: (k * 17 % 1000) as f64 / 997.0,
+        })
+        .collect();
+    let mut peers = Vec::with_capacity(range.len());
+    for i in range {
+        let mut cfg = if spec.plain {
+            GossipConfig::new(
+                format!("peer-{i}"),
+                "telemesh",
+                plain_addr(i).parse().expect("addr"),
+                Security::Insecure,
+            )
+        } else {
+            GossipConfig::new(
+                format!("peer-{i}"),
+                "telemesh",
+                "127.0.0.1:0".parse().expect("addr"),
+                Security::Sealed(keyring.clone()),
+            )
+        };
+        cfg.gossip_interval = spec.interval;
+        cfg.metric_encoding = spec.encoding;
+        if !seed.is_empty() {
+            cfg.seeds = vec![seed.clone()];
+        }
+        let m = if spec.plain {
+            GossipMember::start_on(cfg, &UdpTransport).await
+        } else {
+            GossipMember::start(cfg).await
+        }
+        .expect("peer");
+        m.publish_metrics(&samples, SystemTime::now())
+            .await
+            .expect("publish");
+        if seed.is_empty() {
+            seed = m.id().gossip_addr.to_string();
+        }
+        peers.push(m);
+    }
+    (peers, seed)
+}
+
+/// `footprint --peers-only`: plain members FOOTPRINT_PEERS_FROM..FOOTPRINT_PEERS_TO seeding
+/// from member 0, for a parent bench. Prints `ready` once they run, and stops when stdin closes
+/// (the parent ended or dropped the pipe).
+async fn peers_only() {
+    let from = env_usize("FOOTPRINT_PEERS_FROM", 0);
+    let to = env_usize("FOOTPRINT_PEERS_TO", 0);
+    let spec = PeerSpec::from_env(to);
+    let seed = if from == 0 {
+        String::new()
+    } else {
+        plain_addr(0)
+    };
+    let (peers, _) = start_peers(&spec, from..to, seed).await;
+    println!("ready");
+    // Until the parent closes stdin.
+    let _ =
+        tokio::task::spawn_blocking(|| std::io::copy(&mut std::io::stdin(), &mut std::io::sink()))
+            .await;
+    // Stopped as by a crash: a clean leave waits up to a round per member.
+    drop(peers);
+}
+
+/// Runs `members` plain members in `procs` child processes (this bench as `--peers-only`),
+/// returns once each said it is ready. Member 0 lives in the first child, which starts first.
+fn spawn_peer_processes(members: usize, procs: usize) -> Vec<std::process::Child> {
+    use std::io::BufRead;
+    let exe = std::env::current_exe().expect("the bench's own path");
+    let mut children = Vec::with_capacity(procs);
+    for p in 0..procs {
+        let (from, to) = (members * p / procs, members * (p + 1) / procs);
+        let mut child = std::process::Command::new(&exe)
+            .arg("--peers-only")
+            .env("FOOTPRINT_PEERS_FROM", from.to_string())
+            .env("FOOTPRINT_PEERS_TO", to.to_string())
+            .env("PEERS", "plain")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("start a peer process");
+        let stdout = child.stdout.take().expect("piped stdout");
+        let mut line = String::new();
+        std::io::BufReader::new(stdout)
+            .read_line(&mut line)
+            .expect("a peer process's ready line");
+        assert_eq!(line.trim(), "ready", "peer process {p} did not start");
+        children.push(child);
+    }
+    children
 }
 
 async fn run() {
@@ -90,71 +245,27 @@ async fn run() {
         .expect("pod cgroup");
     }
 
-    // Other members in view.
-    let plain = match std::env::var("PEERS").as_deref() {
-        Ok("plain") => true,
-        Ok("sealed") => false,
-        Ok(other) => panic!("PEERS={other}: use sealed or plain"),
-        Err(_) => members > 100,
+    // Other members in view: in child processes (plain, PEER_PROCS > 0) or in this one.
+    let spec = PeerSpec::from_env(members);
+    let procs = if spec.plain {
+        env_usize("PEER_PROCS", 2)
+    } else {
+        0
     };
-    let peer_interval = Duration::from_millis(env_usize("PEER_INTERVAL_MS", 1000) as u64);
-    // PEER_ENCODING=keys|groups: how the other members lay out their metrics (default: as
-    // they choose, groups, since no observer of schema version 1 is in view). `keys` is the
-    // layout before schema version 2: one key per metric.
-    let peer_encoding = match std::env::var("PEER_ENCODING").as_deref() {
-        Ok("keys") => Some(MetricEncoding::Keys),
-        Ok("groups") | Err(_) => Some(MetricEncoding::Groups),
-        Ok(other) => panic!("PEER_ENCODING={other}: use keys or groups"),
+    let (peers, seed, mut children) = if procs > 0 {
+        let children = spawn_peer_processes(members, procs);
+        (Vec::new(), plain_addr(0), children)
+    } else {
+        let (peers, seed) = start_peers(&spec, 0..members, String::new()).await;
+        (peers, seed, Vec::new())
     };
-    let keyring = Keyring::parse(&format!("{KEY}\n"), "bench").expect("keyring");
-    let mut peers = Vec::new();
-    let mut seed = String::new();
-    // What an agent publishes: thirty names over six families, measured-looking values.
-    let samples: Vec<Sample> = agent_metric_names()
-        .into_iter()
-        .enumerate()
-        .map(|(k, name)| Sample {
-            name,
-            value: (k * 17 % 1000) as f64 / 997.0,
-        })
+    let plain = spec.plain;
+    let peer_interval = spec.interval;
+    let peer_encoding = spec.encoding;
+    let swarm_pids: Vec<u32> = std::iter::once(std::process::id())
+        .chain(children.iter().map(std::process::Child::id))
         .collect();
-    for i in 0..members {
-        let mut cfg = if plain {
-            // Own loopback address per member: no free-port race, no port exhaustion.
-            let addr = format!("127.77.{}.{}:17946", i / 200, i % 200 + 1);
-            GossipConfig::new(
-                format!("peer-{i}"),
-                "telemesh",
-                addr.parse().expect("addr"),
-                Security::Insecure,
-            )
-        } else {
-            GossipConfig::new(
-                format!("peer-{i}"),
-                "telemesh",
-                "127.0.0.1:0".parse().expect("addr"),
-                Security::Sealed(keyring.clone()),
-            )
-        };
-        cfg.gossip_interval = peer_interval;
-        cfg.metric_encoding = peer_encoding;
-        if !seed.is_empty() {
-            cfg.seeds = vec![seed.clone()];
-        }
-        let m = if plain {
-            GossipMember::start_on(cfg, &UdpTransport).await
-        } else {
-            GossipMember::start(cfg).await
-        }
-        .expect("peer");
-        m.publish_metrics(&samples, SystemTime::now())
-            .await
-            .expect("publish");
-        if seed.is_empty() {
-            seed = m.id().gossip_addr.to_string();
-        }
-        peers.push(m);
-    }
+    let swarm_cpu = || -> f64 { swarm_pids.iter().map(|p| process_cpu_seconds(*p)).sum() };
 
     let http_port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
@@ -164,16 +275,20 @@ async fn run() {
     // --massif-out-file=target/massif.agent" (heap by allocation site) or "valgrind
     // --tool=callgrind --callgrind-out-file=target/callgrind.agent" (instructions by function);
     // the RSS and CPU printed are then the profiler's, not the agent's.
-    let agent = env!("CARGO_BIN_EXE_telemesh-agent");
+    // FOOTPRINT_AGENT measures another build of the agent, e.g. the released artefact
+    // (`cargo build --release -p telemesh-agent`: fat LTO, as shipped) while this bench is
+    // built without LTO.
+    let agent = std::env::var("FOOTPRINT_AGENT")
+        .unwrap_or_else(|_| env!("CARGO_BIN_EXE_telemesh-agent").to_owned());
     let wrapper = std::env::var("FOOTPRINT_WRAPPER").unwrap_or_default();
     let mut words = wrapper.split_whitespace();
     let mut command = match words.next() {
         Some(program) => {
             let mut c = std::process::Command::new(program);
-            c.args(words).arg(agent);
+            c.args(words).arg(&agent);
             c
         }
-        None => std::process::Command::new(agent),
+        None => std::process::Command::new(&agent),
     };
     let mut child = command
         .args([
@@ -210,24 +325,35 @@ async fn run() {
     let traffic0 = gossip_traffic(&metrics_url).await;
     let in_view = traffic0.alive;
     let cpu0 = process_cpu_seconds(pid);
-    let swarm_cpu0 = process_cpu_seconds(std::process::id());
+    let swarm_cpu0 = swarm_cpu();
     let t0 = Instant::now();
     let mut peak: f64 = 0.0;
+    let (mut alive_min, mut alive_max) = (in_view, in_view);
     while t0.elapsed() < window {
         tokio::time::sleep(Duration::from_secs(1)).await;
         peak = peak.max(process_rss_mib(pid));
+        // A read that fails (the agent busy, a connection closed) only leaves a gap in the range.
+        if let Some(t) = try_gossip_traffic(&metrics_url).await {
+            alive_min = alive_min.min(t.alive);
+            alive_max = alive_max.max(t.alive);
+        }
     }
     let cpu = process_cpu_seconds(pid) - cpu0;
-    let swarm_cpu = process_cpu_seconds(std::process::id()) - swarm_cpu0;
+    let swarm_cpu = swarm_cpu() - swarm_cpu0;
     let traffic = gossip_traffic(&metrics_url).await;
     if let Ok(Some(status)) = child.try_wait() {
         panic!("telemesh-agent exited during the measurement: {status}");
     }
     println!(
-        "agent footprint: {pods_n} pods on its node, {members} other {} members ({:?} metrics) at {} ms rounds ({in_view} alive in the agent's view at the start; {} alive and {} dead, all held in its state, at the end), agent at 1 s intervals",
+        "agent footprint: {pods_n} pods on its node, {members} other {} members ({:?} metrics) at {} ms rounds, {} ({in_view} alive in the agent's view at the start, {alive_min}-{alive_max} over the window; {} alive and {} dead, all held in its state, at the end), agent at 1 s intervals",
         if plain { "plain-UDP" } else { "sealed" },
         peer_encoding.unwrap_or(MetricEncoding::Groups),
         peer_interval.as_millis(),
+        if procs > 0 {
+            format!("in {procs} peer processes")
+        } else {
+            "in the bench process".to_owned()
+        },
         traffic.alive,
         traffic.dead,
     );
@@ -253,14 +379,54 @@ async fn run() {
         (traffic.datagrams_in - traffic0.datagrams_in) / secs,
     );
     println!(
-        "  (the {members} other members used {:.0} % of one core in this process)",
-        swarm_cpu / secs * 100.0
+        "  (the {members} other members used {:.0} % of one core in {})",
+        swarm_cpu / secs * 100.0,
+        if procs > 0 {
+            "their processes"
+        } else {
+            "this process"
+        }
     );
+    let rss = process_rss_mib(pid);
+    let cpu_percent = cpu / secs * 100.0;
+    let out_kbps = (traffic.bytes_out - traffic0.bytes_out) / secs / 1000.0;
+    let in_kbps = (traffic.bytes_in - traffic0.bytes_in) / secs / 1000.0;
+    for (series, value, unit) in [
+        ("agent_rss_mib", rss, "MiB"),
+        ("agent_anon_mib", anon, "MiB"),
+        ("agent_file_mib", file, "MiB"),
+        ("agent_cpu_percent", cpu_percent, "%"),
+        ("agent_gossip_out_kbps", out_kbps, "KB/s"),
+        ("agent_gossip_in_kbps", in_kbps, "KB/s"),
+    ] {
+        println!("FIGURE {series} {members} {value:.2} {unit}");
+    }
+    stop_agent(&mut child).await;
+    // Stopped as by a crash: a clean leave waits up to a round per member.
+    drop(peers);
+    // Closing their stdin stops the peer processes.
+    for mut c in children.drain(..) {
+        drop(c.stdin.take());
+        let _ = c.wait();
+    }
+}
+
+/// Stops the agent as Kubernetes would, with SIGTERM, so that a profiler around it
+/// (FOOTPRINT_WRAPPER) writes its output on the way out; kills it if it is still running 20 s
+/// later.
+async fn stop_agent(child: &mut std::process::Child) {
+    let _ = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     let _ = child.kill();
     let _ = child.wait();
-    for p in peers {
-        let _ = p.shutdown().await;
-    }
 }
 
 /// What the agent's `/metrics` says of its gossip.
@@ -275,21 +441,26 @@ struct GossipTraffic {
 }
 
 async fn gossip_traffic(url: &str) -> GossipTraffic {
+    try_gossip_traffic(url).await.expect("the agent's /metrics")
+}
+
+/// [`gossip_traffic`], or `None` if `/metrics` could not be read.
+async fn try_gossip_traffic(url: &str) -> Option<GossipTraffic> {
     let text = telemesh_sim::cluster::http::request(http::Method::GET, url, None)
         .await
         .map(|body| String::from_utf8_lossy(&body).into_owned())
-        .expect("the agent's /metrics");
+        .ok()?;
     let value = |series: &str| {
         text.lines()
             .find_map(|l| l.strip_prefix(series)?.trim().parse::<f64>().ok())
             .unwrap_or(0.0)
     };
-    GossipTraffic {
+    Some(GossipTraffic {
         alive: value("telemesh_agent_gossip_peers{state=\"Alive\"}") as usize,
         dead: value("telemesh_agent_gossip_peers{state=\"Dead\"}") as usize,
         bytes_in: value("telemesh_agent_gossip_bytes_total{direction=\"In\"}"),
         bytes_out: value("telemesh_agent_gossip_bytes_total{direction=\"Out\"}"),
         datagrams_in: value("telemesh_agent_gossip_datagrams_total{direction=\"In\"}"),
         datagrams_out: value("telemesh_agent_gossip_datagrams_total{direction=\"Out\"}"),
-    }
+    })
 }

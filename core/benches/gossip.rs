@@ -185,6 +185,25 @@ impl Report {
             self.heap_per_node / 1000.0,
             self.drops
         );
+        // One line per headline figure for scripts/scaling.sh (x = members; the round is in
+        // the run's name above).
+        let figures = [
+            ("gossip_idle_kbps", Some(self.idle_bps / 1000.0), "KB/s"),
+            ("gossip_loaded_kbps", Some(self.loaded_bps / 1000.0), "KB/s"),
+            ("gossip_conv99_p50_s", p50.map(|d| d.as_secs_f64()), "s"),
+            ("gossip_conv99_max_s", max99.map(|d| d.as_secs_f64()), "s"),
+            (
+                "gossip_member_anon_kb",
+                Some(self.heap_per_node / 1000.0),
+                "KB",
+            ),
+        ];
+        for (series, value, unit) in figures {
+            // A figure not reached (a trial past its deadline) is left out, not printed as 0.
+            if let Some(value) = value {
+                println!("FIGURE {series} {} {value:.3} {unit}", run.members);
+            }
+        }
     }
 }
 
