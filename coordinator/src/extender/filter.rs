@@ -4,9 +4,11 @@
 
 use telemesh_core::policy::{Metrics, Policy, RuleSet, StrategyKind, Unknown};
 
+use std::sync::Arc;
+
 use super::Settings;
 use super::parse::Candidates;
-use crate::view::Snapshot;
+use crate::view::{ColumnReadings, MetricColumn, Snapshot};
 
 /// Why the extender refused a node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,7 +55,8 @@ pub struct FilterDecision {
 
 /// Evaluates `rules` (the policy's dontschedule) on every candidate at `now_ms`. Metrics older
 /// than `settings.stale_after`, and nodes the view does not know, are unknown and count as
-/// `settings.unknown` says.
+/// `settings.unknown` says. Looks every candidate up by name: [`filter_located`] gives the same
+/// answer from the snapshot's columns.
 pub fn filter(
     view: &Snapshot,
     policy: &Policy,
@@ -62,14 +65,53 @@ pub fn filter(
     settings: &Settings,
     now_ms: u64,
 ) -> FilterDecision {
+    filter_by(policy, rules, candidates.len(), settings.unknown, |i| {
+        view.readings(candidates.name(i), now_ms, settings.stale_after)
+    })
+}
+
+/// [`filter`] for candidates at `positions` in `view` ([`Snapshot::locate`]): each rule's metric
+/// read from its column, with no lookup per node.
+pub fn filter_located(
+    view: &Snapshot,
+    positions: &[Option<u32>],
+    policy: &Policy,
+    rules: &RuleSet,
+    settings: &Settings,
+    now_ms: u64,
+) -> FilterDecision {
+    let columns: Vec<(&str, Arc<MetricColumn>)> = rules
+        .rules
+        .iter()
+        .map(|r| (r.metric.as_str(), view.metric_column(&r.metric)))
+        .collect();
+    let stale_after_ms = u64::try_from(settings.stale_after.as_millis()).unwrap_or(u64::MAX);
+    filter_by(policy, rules, positions.len(), settings.unknown, |i| {
+        ColumnReadings {
+            columns: &columns,
+            pos: positions[i],
+            now_ms,
+            stale_after_ms,
+        }
+    })
+}
+
+/// The filter over `n` candidates whose metrics `readings` gives.
+fn filter_by<M: Metrics>(
+    policy: &Policy,
+    rules: &RuleSet,
+    n: usize,
+    unknown: Unknown,
+    readings: impl Fn(usize) -> M,
+) -> FilterDecision {
     let mut out = FilterDecision {
-        passed: Vec::with_capacity(candidates.len()),
+        passed: Vec::with_capacity(n),
         failed: Vec::new(),
     };
     let mut reasons: Option<Reasons> = None;
-    for i in 0..candidates.len() {
-        let readings = view.readings(candidates.name(i), now_ms, settings.stale_after);
-        if !rules.violated(&readings, settings.unknown) {
+    for i in 0..n {
+        let readings = readings(i);
+        if !rules.violated(&readings, unknown) {
             out.passed.push(i);
             continue;
         }
@@ -78,7 +120,7 @@ pub fn filter(
         out.failed.push((
             i,
             Refusal::DontSchedule,
-            reasons.reason(rules, &readings, settings.unknown),
+            reasons.reason(rules, &readings, unknown),
         ));
     }
     out
