@@ -2,7 +2,9 @@
 //! policy and the clock in, the kept and removed candidates out, each removal with the
 //! [`Refusal`] that says whether preemption could ever make room there.
 
-use telemesh_core::policy::{Metrics, Policy, RuleSet, StrategyKind, Unknown};
+use std::fmt::Write as _;
+
+use telemesh_core::policy::{Metrics, Policy, Reading, RuleSet, StrategyKind, Unknown};
 
 use std::sync::Arc;
 
@@ -165,10 +167,37 @@ impl Reasons {
             }
             first = false;
             out.push_str(prefix);
-            reading.write_value(&mut out);
+            write_reading(&mut out, reading);
             out.push(')');
         }
         out
+    }
+}
+
+/// Appends `reading` exactly as [`telemesh_core::policy::Reading::write_value`] does, formatting
+/// the value once instead of twice: that writes the shorter of the positional and the
+/// exponential form, and the exponential one can only be shorter when the positional one has a
+/// run of zeros, so only then is it formatted too. Every removed node pays for this.
+fn write_reading(out: &mut String, reading: Reading) {
+    let v = match reading {
+        Reading::Fresh(v) => v,
+        Reading::Stale(v) => {
+            out.push_str("stale ");
+            v
+        }
+        Reading::Missing => {
+            out.push_str("missing");
+            return;
+        }
+    };
+    let start = out.len();
+    let _ = write!(out, "{v}");
+    if out[start..].contains("00") {
+        let exponential = format!("{v:e}");
+        if exponential.len() < out.len() - start {
+            out.truncate(start);
+            out.push_str(&exponential);
+        }
     }
 }
 
@@ -197,4 +226,38 @@ pub fn apply_placement(
     }
     decision.passed = kept;
     decision.failed.sort_by_key(|(i, _, _)| *i);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The one-format path writes what `Reading::write_value` writes, on values of every
+    /// magnitude, with and without runs of zeros.
+    #[test]
+    fn write_reading_matches_write_value() {
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        let mut values = vec![
+            0.0, -0.0, 1.0, 10.0, 100.0, 1e21, 1e-7, 0.05, 0.005, 123_000_000.0, 1.5e300, -2e-300,
+            f64::MAX, f64::MIN_POSITIVE, 3.25, 1_000_001.0, 0.000_123,
+        ];
+        for _ in 0..20_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let v = f64::from_bits(x);
+            if v.is_finite() {
+                values.push(v);
+            }
+            values.push((x % 100_000) as f64 * 10f64.powi((x % 40) as i32 - 20));
+        }
+        for v in values {
+            for reading in [Reading::Fresh(v), Reading::Stale(v), Reading::Missing] {
+                let (mut a, mut b) = (String::new(), String::new());
+                reading.write_value(&mut a);
+                write_reading(&mut b, reading);
+                assert_eq!(a, b, "{v:?}");
+            }
+        }
+    }
 }
