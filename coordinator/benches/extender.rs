@@ -203,7 +203,10 @@ fn median_spread(xs: &mut [Duration]) -> (Duration, f64) {
     xs.sort();
     let median = xs[xs.len() / 2];
     let range = xs[xs.len() - 1] - xs[0];
-    (median, range.as_secs_f64() / median.as_secs_f64().max(1e-12))
+    (
+        median,
+        range.as_secs_f64() / median.as_secs_f64().max(1e-12),
+    )
 }
 
 /// Prints one `FIGURE` line for the scaling script.

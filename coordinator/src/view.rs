@@ -550,8 +550,7 @@ impl Snapshot {
     /// [`Self::metric_column`] is.
     pub fn reward_column(&self, pod_type: &str) -> Arc<RewardColumn> {
         let build = || Column::build(&self.nodes.entries, 0, |e| e.reward(pod_type).copied());
-        NodeTable::column(&self.nodes.rewards, pod_type, build)
-            .unwrap_or_else(|| Arc::new(build()))
+        NodeTable::column(&self.nodes.rewards, pod_type, build).unwrap_or_else(|| Arc::new(build()))
     }
 
     /// Builds the columns `previous` had that requests asked for lately, so that requests on
@@ -1281,7 +1280,10 @@ mod tests {
         assert_eq!(b.nodes.metrics.read().len(), 2, "metric and absent");
         assert_eq!(b.nodes.rewards.read().len(), 1);
         let p1 = b.locate(["n1"].into_iter())[0].unwrap();
-        assert_eq!(b.metric_column("metric").get(p1).flatten().unwrap().value, 5.0);
+        assert_eq!(
+            b.metric_column("metric").get(p1).flatten().unwrap().value,
+            5.0
+        );
 
         // A column no request asks for is dropped after IDLE_PUBLICATIONS.
         let mut previous = b;

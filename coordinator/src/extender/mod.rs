@@ -244,14 +244,9 @@ impl Extender {
             .map(|view| view.locate((0..candidates.len()).map(|i| candidates.name(i))));
         let now_ms = self.view.now_ms();
         let mut decision = match (rules, &view, &positions) {
-            (Some((policy, rules)), Some(view), Some(positions)) => filter::filter_located(
-                view,
-                positions,
-                policy,
-                rules,
-                &self.settings,
-                now_ms,
-            ),
+            (Some((policy, rules)), Some(view), Some(positions)) => {
+                filter::filter_located(view, positions, policy, rules, &self.settings, now_ms)
+            }
             _ => FilterDecision {
                 passed: (0..candidates.len()).collect(),
                 failed: Vec::new(),

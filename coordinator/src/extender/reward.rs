@@ -177,7 +177,9 @@ pub fn apply_floor(
             .and_then(|n| n.reward(pod_type))
             .copied()
     };
-    floor_by(estimate, pod_type, floor, model, candidates, decision, now_ms)
+    floor_by(
+        estimate, pod_type, floor, model, candidates, decision, now_ms,
+    )
 }
 
 /// [`apply_floor`] for candidates at `positions` in `view` ([`Snapshot::locate`]): estimates
@@ -198,7 +200,9 @@ pub fn apply_floor_located(
     }
     let column = view.reward_column(pod_type);
     let estimate = |i: usize| positions[i].and_then(|p| column.get(p).flatten());
-    floor_by(estimate, pod_type, floor, model, candidates, decision, now_ms)
+    floor_by(
+        estimate, pod_type, floor, model, candidates, decision, now_ms,
+    )
 }
 
 /// The floor over the candidates whose estimates `estimate` gives.

@@ -1207,17 +1207,29 @@ mod located {
                         ..Settings::default()
                     };
                     let direct = filter::filter(&view, &policy, rules, &candidates, &settings, NOW);
-                    let located = filter::filter_located(
-                        &view, &positions, &policy, rules, &settings, NOW,
-                    );
+                    let located =
+                        filter::filter_located(&view, &positions, &policy, rules, &settings, NOW);
                     assert_eq!(direct, located);
                     for floor in [0.3, 0.6] {
                         let (mut d, mut l) = (direct.clone(), located.clone());
                         let a = reward::apply_floor(
-                            &view, TYPE, floor, &model, &candidates, &mut d, NOW,
+                            &view,
+                            TYPE,
+                            floor,
+                            &model,
+                            &candidates,
+                            &mut d,
+                            NOW,
                         );
                         let b = reward::apply_floor_located(
-                            &view, &positions, TYPE, floor, &model, &candidates, &mut l, NOW,
+                            &view,
+                            &positions,
+                            TYPE,
+                            floor,
+                            &model,
+                            &candidates,
+                            &mut l,
+                            NOW,
                         );
                         assert_eq!((a, d), (b, l));
                     }
