@@ -5,10 +5,19 @@
 //! only, the strictest floor), into `serde_json::Value`, and into the k8s-openapi typed
 //! `ExtenderArgs` a straightforward extender would use.
 //!
-//! Targets (issue 5): p99 < 1 ms at 5,000 nodes with nodeCacheCapable; full-node mode within
-//! 1.3 x the parse floor. Rows `cache+rw` run the same nodeCacheCapable requests against a view
-//! where every node also gossips reward estimates for 8 pod types, the pod's among them (filter
-//! with `--reward-floor 0.3`, prioritize blending rewards with telemetry).
+//! Targets (issue 19, item 4): p99 < 0.5 ms at 5,000 nodes in nodeCacheCapable mode with
+//! rewards and the seed policy (dontschedule and scheduleonmetric: the `cache+rw` rows, where
+//! every node also gossips reward estimates for 8 pod types, the pod's among them; filter with
+//! `--reward-floor 0.3`, prioritize blending rewards with telemetry); full-node mode within
+//! 1.3 x the `IgnoredAny` parse of the same body at every size.
+//!
+//! Steadiness: each row runs in 5 batches after a warm-up; p50 and p99 are the medians of the
+//! batches' own, and `±%` is the batches' range over that median. `EXTENDER_NODES` (e.g.
+//! `100,1000`) picks the sizes, `EXTENDER_MODES` (`cache`, `cache+rw`, `full-node`) the modes,
+//! `BENCH_MS` the time per row (default 2,500), `EXTENDER_PREEMPT=0` skips preempt. One
+//! `FIGURE` line per headline figure: `extender_filter_p99_us` and
+//! `extender_prioritize_p99_us` (`cache+rw`), `extender_filter_names_p99_us` (`cache`),
+//! `extender_fullnode_ratio_filter` and `_prioritize` (p50 over the `IgnoredAny` p50).
 //!
 //! Preempt (issue 17): 100 and 1,000 candidate nodes, each running 10 scavenger pods (jobs of 5
 //! pods spread over 5 nodes) with 2 of them the scheduler's victims, answered with
@@ -140,29 +149,69 @@ fn pod_json() -> serde_json::Value {
     })
 }
 
+/// A row's figures: the medians over [`BATCHES`] batches of each batch's p50 and p99, and how
+/// far the batches spread around them (max − min over the median), so a reader can tell a real
+/// change from noise.
 struct Stats {
     p50: Duration,
     p99: Duration,
+    p50_spread: f64,
+    p99_spread: f64,
+    samples: usize,
 }
 
-/// Runs `f` until about `budget` has passed (at least 30 runs), after a warm-up.
+/// Batches per row: enough for a median and a spread, each batch long enough for its own p99.
+const BATCHES: usize = 5;
+
+/// Runs `f` for about `budget` after a warm-up, in [`BATCHES`] batches of at least 100 calls.
 fn measure(budget: Duration, mut f: impl FnMut()) -> Stats {
-    for _ in 0..5 {
+    let warm = Instant::now();
+    while warm.elapsed() < budget / 10 {
         f();
     }
-    let mut samples = Vec::new();
-    let started = Instant::now();
-    while samples.len() < 30 || (started.elapsed() < budget && samples.len() < 20_000) {
-        let t = Instant::now();
-        f();
-        samples.push(t.elapsed());
+    let per_batch = budget / BATCHES as u32;
+    let mut p50s = Vec::with_capacity(BATCHES);
+    let mut p99s = Vec::with_capacity(BATCHES);
+    let mut samples = 0;
+    for _ in 0..BATCHES {
+        let mut batch = Vec::new();
+        let started = Instant::now();
+        while batch.len() < 100 || (started.elapsed() < per_batch && batch.len() < 20_000) {
+            let t = Instant::now();
+            f();
+            batch.push(t.elapsed());
+        }
+        batch.sort();
+        let at = |q: f64| batch[((batch.len() - 1) as f64 * q).round() as usize];
+        p50s.push(at(0.50));
+        p99s.push(at(0.99));
+        samples += batch.len();
     }
-    samples.sort();
-    let at = |q: f64| samples[((samples.len() - 1) as f64 * q).round() as usize];
+    let (p50, p50_spread) = median_spread(&mut p50s);
+    let (p99, p99_spread) = median_spread(&mut p99s);
     Stats {
-        p50: at(0.50),
-        p99: at(0.99),
+        p50,
+        p99,
+        p50_spread,
+        p99_spread,
+        samples,
     }
+}
+
+/// The median of `xs` and their range as a fraction of it.
+fn median_spread(xs: &mut [Duration]) -> (Duration, f64) {
+    xs.sort();
+    let median = xs[xs.len() / 2];
+    let range = xs[xs.len() - 1] - xs[0];
+    (
+        median,
+        range.as_secs_f64() / median.as_secs_f64().max(1e-12),
+    )
+}
+
+/// Prints one `FIGURE` line for the scaling script.
+fn figure(series: &str, nodes: usize, value: f64, unit: &str) {
+    println!("FIGURE {series} {nodes} {value:.3} {unit}");
 }
 
 fn us(d: Duration) -> String {
@@ -307,12 +356,28 @@ fn preempt(budget: Duration, policies: &PolicyCache) {
     }
 }
 
+/// The node counts to run: `EXTENDER_NODES` (comma-separated), else 100, 1,000 and 5,000.
+fn node_counts() -> Vec<usize> {
+    std::env::var("EXTENDER_NODES")
+        .ok()
+        .map(|v| v.split(',').filter_map(|n| n.trim().parse().ok()).collect())
+        .filter(|v: &Vec<usize>| !v.is_empty())
+        .unwrap_or_else(|| vec![100, 1_000, 5_000])
+}
+
+/// Whether `EXTENDER_MODES` (comma-separated; default all) asks for `mode`.
+fn wants_mode(mode: &str) -> bool {
+    std::env::var("EXTENDER_MODES")
+        .map(|v| v.split(',').any(|m| m.trim() == mode))
+        .unwrap_or(true)
+}
+
 fn main() {
     let budget = Duration::from_millis(
         std::env::var("BENCH_MS")
             .ok()
             .and_then(|v| v.parse().ok())
-            .unwrap_or(1500),
+            .unwrap_or(2500),
     );
     let policy: TASPolicy = serde_yaml_ng::from_str(SEED_POLICY).expect("seed policy parses");
     let policies = PolicyCache::with_set(PolicySet::from_policies([Policy::compile(&policy)]));
@@ -324,12 +389,18 @@ fn main() {
         "extender server time (µs), body in → reply out; floors are serde_json parsing the same body"
     );
     println!(
-        "{:>6} {:<10} {:<10} {:>9} {:>9} | {:>10} {:>9} {:>9} {:>9} | {:>7} {:>7} {:>7}",
+        "p50 and p99 are medians over {BATCHES} batches; ± is the batches' range over that median"
+    );
+    println!(
+        "{:>6} {:<10} {:<10} {:>9} {:>5} {:>9} {:>5} {:>7} | {:>10} {:>9} {:>9} {:>9} | {:>7} {:>7} {:>7}",
         "nodes",
         "mode",
         "verb",
         "p50",
+        "±%",
         "p99",
+        "±%",
+        "calls",
         "body KiB",
         "ignored",
         "Value",
@@ -338,39 +409,44 @@ fn main() {
         "÷Value",
         "÷typed"
     );
-    for n in [100usize, 1_000, 5_000] {
-        let now_ms = unix_ms(SystemTime::now());
-        let view = ClusterView::with_snapshot(Snapshot::from_entries(
-            (0..n).map(|i| entry(i, now_ms, false)),
-        ));
-        let ext = Extender::new(view, policies.clone(), Settings::default());
-        let rewarded = ClusterView::with_snapshot(Snapshot::from_entries(
-            (0..n).map(|i| entry(i, now_ms, true)),
-        ));
-        let settings = Settings {
-            rewards: RewardSettings {
-                floor: Some(0.3),
-                ..RewardSettings::default()
-            },
-            ..Settings::default()
-        };
-        let ext_rw = Extender::new(rewarded, policies.clone(), settings);
+    for n in node_counts() {
         let names: Vec<String> = (0..n).map(node_name).collect();
         let cached = serde_json::to_vec(&serde_json::json!({
             "Pod": pod_json(), "Nodes": null, "NodeNames": names
         }))
         .expect("encodes");
-        let full = serde_json::to_vec(&serde_json::json!({
-            "Pod": pod_json(),
-            "Nodes": {"metadata": {}, "items": (0..n).map(node_json).collect::<Vec<_>>()},
-            "NodeNames": null
-        }))
-        .expect("encodes");
-        for (mode, body, ext) in [
-            ("cache", &cached, &ext),
-            ("cache+rw", &cached, &ext_rw),
-            ("full-node", &full, &ext),
-        ] {
+        let full = wants_mode("full-node").then(|| {
+            serde_json::to_vec(&serde_json::json!({
+                "Pod": pod_json(),
+                "Nodes": {"metadata": {}, "items": (0..n).map(node_json).collect::<Vec<_>>()},
+                "NodeNames": null
+            }))
+            .expect("encodes")
+        });
+        for mode in ["cache", "cache+rw", "full-node"] {
+            if !wants_mode(mode) {
+                continue;
+            }
+            let body = match (mode, &full) {
+                ("full-node", Some(full)) => full,
+                _ => &cached,
+            };
+            // Built right before the mode's rows so that no metric turns stale (45 s) while
+            // they run: `cache+rw` with reward estimates for 8 pod types on every node and
+            // `--reward-floor 0.3`, the others without rewards.
+            let now_ms = unix_ms(SystemTime::now());
+            let rewards = mode == "cache+rw";
+            let view = ClusterView::with_snapshot(Snapshot::from_entries(
+                (0..n).map(|i| entry(i, now_ms, rewards)),
+            ));
+            let settings = Settings {
+                rewards: RewardSettings {
+                    floor: rewards.then_some(0.3),
+                    ..RewardSettings::default()
+                },
+                ..Settings::default()
+            };
+            let ext = Extender::new(view, policies.clone(), settings);
             let floors = (mode == "full-node").then(|| {
                 let ignored = measure(budget, || {
                     black_box(serde_json::from_slice::<IgnoredAny>(black_box(body)).ok());
@@ -415,12 +491,31 @@ fn main() {
                     ),
                 };
                 println!(
-                    "{n:>6} {mode:<10} {verb:<10} {} {} | {floor_cols}",
+                    "{n:>6} {mode:<10} {verb:<10} {} {:>5.0} {} {:>5.0} {:>7} | {floor_cols}",
                     us(s.p50),
-                    us(s.p99)
+                    s.p50_spread * 100.0,
+                    us(s.p99),
+                    s.p99_spread * 100.0,
+                    s.samples,
                 );
+                let p99_us = s.p99.as_secs_f64() * 1e6;
+                match (mode, &floors) {
+                    ("cache", _) if verb == "filter" => {
+                        figure("extender_filter_names_p99_us", n, p99_us, "us");
+                    }
+                    ("cache+rw", _) => figure(&format!("extender_{verb}_p99_us"), n, p99_us, "us"),
+                    (_, Some((ignored, _, _))) => figure(
+                        &format!("extender_fullnode_ratio_{verb}"),
+                        n,
+                        s.p50.as_secs_f64() / ignored.p50.as_secs_f64(),
+                        "x",
+                    ),
+                    _ => {}
+                }
             }
         }
     }
-    preempt(budget, &policies);
+    if std::env::var("EXTENDER_PREEMPT").as_deref() != Ok("0") {
+        preempt(budget, &policies);
+    }
 }

@@ -2,11 +2,15 @@
 //! policy and the clock in, the kept and removed candidates out, each removal with the
 //! [`Refusal`] that says whether preemption could ever make room there.
 
-use telemesh_core::policy::{Metrics, Policy, RuleSet, StrategyKind, Unknown};
+use std::fmt::Write as _;
+
+use telemesh_core::policy::{Metrics, Policy, Reading, RuleSet, StrategyKind, Unknown};
+
+use std::sync::Arc;
 
 use super::Settings;
 use super::parse::Candidates;
-use crate::view::Snapshot;
+use crate::view::{ColumnReadings, MetricColumn, Snapshot};
 
 /// Why the extender refused a node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,7 +57,8 @@ pub struct FilterDecision {
 
 /// Evaluates `rules` (the policy's dontschedule) on every candidate at `now_ms`. Metrics older
 /// than `settings.stale_after`, and nodes the view does not know, are unknown and count as
-/// `settings.unknown` says.
+/// `settings.unknown` says. Looks every candidate up by name: [`filter_located`] gives the same
+/// answer from the snapshot's columns.
 pub fn filter(
     view: &Snapshot,
     policy: &Policy,
@@ -62,14 +67,53 @@ pub fn filter(
     settings: &Settings,
     now_ms: u64,
 ) -> FilterDecision {
+    filter_by(policy, rules, candidates.len(), settings.unknown, |i| {
+        view.readings(candidates.name(i), now_ms, settings.stale_after)
+    })
+}
+
+/// [`filter`] for candidates at `positions` in `view` ([`Snapshot::locate`]): each rule's metric
+/// read from its column, with no lookup per node.
+pub fn filter_located(
+    view: &Snapshot,
+    positions: &[Option<u32>],
+    policy: &Policy,
+    rules: &RuleSet,
+    settings: &Settings,
+    now_ms: u64,
+) -> FilterDecision {
+    let columns: Vec<(&str, Arc<MetricColumn>)> = rules
+        .rules
+        .iter()
+        .map(|r| (r.metric.as_str(), view.metric_column(&r.metric)))
+        .collect();
+    let stale_after_ms = u64::try_from(settings.stale_after.as_millis()).unwrap_or(u64::MAX);
+    filter_by(policy, rules, positions.len(), settings.unknown, |i| {
+        ColumnReadings {
+            columns: &columns,
+            pos: positions[i],
+            now_ms,
+            stale_after_ms,
+        }
+    })
+}
+
+/// The filter over `n` candidates whose metrics `readings` gives.
+fn filter_by<M: Metrics>(
+    policy: &Policy,
+    rules: &RuleSet,
+    n: usize,
+    unknown: Unknown,
+    readings: impl Fn(usize) -> M,
+) -> FilterDecision {
     let mut out = FilterDecision {
-        passed: Vec::with_capacity(candidates.len()),
+        passed: Vec::with_capacity(n),
         failed: Vec::new(),
     };
     let mut reasons: Option<Reasons> = None;
-    for i in 0..candidates.len() {
-        let readings = view.readings(candidates.name(i), now_ms, settings.stale_after);
-        if !rules.violated(&readings, settings.unknown) {
+    for i in 0..n {
+        let readings = readings(i);
+        if !rules.violated(&readings, unknown) {
             out.passed.push(i);
             continue;
         }
@@ -78,7 +122,7 @@ pub fn filter(
         out.failed.push((
             i,
             Refusal::DontSchedule,
-            reasons.reason(rules, &readings, settings.unknown),
+            reasons.reason(rules, &readings, unknown),
         ));
     }
     out
@@ -123,10 +167,37 @@ impl Reasons {
             }
             first = false;
             out.push_str(prefix);
-            reading.write_value(&mut out);
+            write_reading(&mut out, reading);
             out.push(')');
         }
         out
+    }
+}
+
+/// Appends `reading` exactly as [`telemesh_core::policy::Reading::write_value`] does, formatting
+/// the value once instead of twice: that writes the shorter of the positional and the
+/// exponential form, and the exponential one can only be shorter when the positional one has a
+/// run of zeros, so only then is it formatted too. Every removed node pays for this.
+fn write_reading(out: &mut String, reading: Reading) {
+    let v = match reading {
+        Reading::Fresh(v) => v,
+        Reading::Stale(v) => {
+            out.push_str("stale ");
+            v
+        }
+        Reading::Missing => {
+            out.push_str("missing");
+            return;
+        }
+    };
+    let start = out.len();
+    let _ = write!(out, "{v}");
+    if out[start..].contains("00") {
+        let exponential = format!("{v:e}");
+        if exponential.len() < out.len() - start {
+            out.truncate(start);
+            out.push_str(&exponential);
+        }
     }
 }
 
@@ -155,4 +226,53 @@ pub fn apply_placement(
     }
     decision.passed = kept;
     decision.failed.sort_by_key(|(i, _, _)| *i);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The one-format path writes what `Reading::write_value` writes, on values of every
+    /// magnitude, with and without runs of zeros.
+    #[test]
+    fn write_reading_matches_write_value() {
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        let mut values = vec![
+            0.0,
+            -0.0,
+            1.0,
+            10.0,
+            100.0,
+            1e21,
+            1e-7,
+            0.05,
+            0.005,
+            123_000_000.0,
+            1.5e300,
+            -2e-300,
+            f64::MAX,
+            f64::MIN_POSITIVE,
+            3.25,
+            1_000_001.0,
+            0.000_123,
+        ];
+        for _ in 0..20_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let v = f64::from_bits(x);
+            if v.is_finite() {
+                values.push(v);
+            }
+            values.push((x % 100_000) as f64 * 10f64.powi((x % 40) as i32 - 20));
+        }
+        for v in values {
+            for reading in [Reading::Fresh(v), Reading::Stale(v), Reading::Missing] {
+                let (mut a, mut b) = (String::new(), String::new());
+                reading.write_value(&mut a);
+                write_reading(&mut b, reading);
+                assert_eq!(a, b, "{v:?}");
+            }
+        }
+    }
 }

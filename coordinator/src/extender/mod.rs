@@ -45,7 +45,7 @@ use self::unsaved::{ScavengerVictims, UnsavedWork};
 use crate::actions::placements::Placements;
 use crate::metrics::{Outcome, RewardEffect};
 use crate::policies::PolicyCache;
-use crate::view::{ClusterView, NodeEntry, Snapshot};
+use crate::view::{ClusterView, Snapshot};
 
 /// What scores unknown nodes get in prioritize.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
@@ -238,10 +238,14 @@ impl Extender {
         let rules = policy.and_then(|p| p.dont_schedule.as_ref().map(|r| (p, r)));
         let floor = self.settings.rewards.floor;
         let view = (rules.is_some() || floor.is_some()).then(|| self.view.load());
+        // Each candidate's position in the snapshot, found once for rules and floor alike.
+        let positions = view
+            .as_ref()
+            .map(|view| view.locate((0..candidates.len()).map(|i| candidates.name(i))));
         let now_ms = self.view.now_ms();
-        let mut decision = match (rules, &view) {
-            (Some((policy, rules)), Some(view)) => {
-                filter::filter(view, policy, rules, candidates, &self.settings, now_ms)
+        let mut decision = match (rules, &view, &positions) {
+            (Some((policy, rules)), Some(view), Some(positions)) => {
+                filter::filter_located(view, positions, policy, rules, &self.settings, now_ms)
             }
             _ => FilterDecision {
                 passed: (0..candidates.len()).collect(),
@@ -249,11 +253,12 @@ impl Extender {
             },
         };
         let mut reward = None;
-        if let (Some(floor), Some(view)) = (floor, &view)
+        if let (Some(floor), Some(view), Some(positions)) = (floor, &view, &positions)
             && let Some(pod_type) = self.rewarded_type(view, pod)
         {
-            let (applied, dropped) = reward::apply_floor(
+            let (applied, dropped) = reward::apply_floor_located(
                 view,
+                positions,
                 &pod_type,
                 floor,
                 &self.settings.rewards.model,
@@ -302,15 +307,16 @@ impl Extender {
         if rule.is_none() && pod_type.is_none() {
             return Handled::new(ok(b"[]".to_vec()), outcome);
         }
-        // Each candidate looked up once, for telemetry and rewards alike.
-        let entries: Vec<Option<&NodeEntry>> = (0..args.candidates.len())
-            .map(|i| view.node(args.candidates.name(i)))
-            .collect();
+        // Each candidate located once, for telemetry and rewards alike.
+        let candidates = &args.candidates;
+        let positions = view.locate((0..candidates.len()).map(|i| candidates.name(i)));
         let rewards = pod_type.and_then(|pod_type| {
-            reward::scores_of(&entries, &pod_type, &self.settings.rewards.model, now_ms)
+            let column = view.reward_column(&pod_type);
+            reward::scores_located(&positions, &column, &self.settings.rewards.model, now_ms)
         });
-        let telemetry =
-            rule.map(|rule| prioritize::prioritize_entries(&entries, rule, &self.settings, now_ms));
+        let telemetry = rule.map(|rule| {
+            prioritize::prioritize_located(&view, &positions, rule, &self.settings, now_ms)
+        });
         let (scores, effect) = match (telemetry, rewards) {
             (None, None) => return Handled::new(ok(b"[]".to_vec()), outcome),
             (Some(telemetry), None) => (telemetry, None),
@@ -459,7 +465,20 @@ pub fn error_object(message: &str) -> Reply {
     Reply { status: 400, body }
 }
 
+/// Writes `s` as a JSON string. Node names and reasons seldom need escaping: those that do not
+/// (no quote, backslash or control character) are copied in one go.
 fn push_str(out: &mut Vec<u8>, s: &str) {
+    // A fold, not `all`: no early exit, so the check runs many bytes per instruction.
+    let plain = s
+        .bytes()
+        .fold(true, |ok, b| ok & (b >= 0x20) & (b != b'"') & (b != b'\\'));
+    if plain {
+        out.reserve(s.len() + 2);
+        out.push(b'"');
+        out.extend_from_slice(s.as_bytes());
+        out.push(b'"');
+        return;
+    }
     // Writing a &str to a Vec cannot fail.
     let _ = serde_json::to_writer(&mut *out, s);
 }

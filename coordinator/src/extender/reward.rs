@@ -15,7 +15,7 @@ use telemesh_core::reward::{Estimate, RewardModel};
 
 use super::filter::{FilterDecision, Refusal};
 use super::parse::Candidates;
-use crate::view::{NodeEntry, Snapshot};
+use crate::view::{NodeEntry, RewardColumn, Snapshot};
 
 /// How the extender uses rewards.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -83,13 +83,43 @@ pub fn scores_of(
     model: &RewardModel,
     now_ms: u64,
 ) -> Option<Vec<u8>> {
+    scores_by(
+        entries.len(),
+        |i| entries[i].and_then(|e| e.reward(pod_type)).copied(),
+        model,
+        now_ms,
+    )
+}
+
+/// [`scores`] for candidates at `positions` in the snapshot `column` (the pod type's estimates,
+/// [`Snapshot::reward_column`]) belongs to: no lookup per node.
+pub fn scores_located(
+    positions: &[Option<u32>],
+    column: &RewardColumn,
+    model: &RewardModel,
+    now_ms: u64,
+) -> Option<Vec<u8>> {
+    scores_by(
+        positions.len(),
+        |i| positions[i].and_then(|p| column.get(p).flatten()),
+        model,
+        now_ms,
+    )
+}
+
+/// The scores of `n` candidates whose estimates `estimate` gives.
+fn scores_by(
+    n: usize,
+    estimate: impl Fn(usize) -> Option<Estimate>,
+    model: &RewardModel,
+    now_ms: u64,
+) -> Option<Vec<u8>> {
     let mut any = false;
-    let out = entries
-        .iter()
-        .map(|entry| match entry.and_then(|e| e.reward(pod_type)) {
+    let out = (0..n)
+        .map(|i| match estimate(i) {
             Some(e) => {
                 any = true;
-                score(model, e, now_ms)
+                score(model, &e, now_ms)
             }
             None => MAX_SCORE,
         })
@@ -142,21 +172,64 @@ pub fn apply_floor(
     if !view.has_reward_type(pod_type) {
         return (false, 0);
     }
+    let estimate = |i: usize| {
+        view.node(candidates.name(i))
+            .and_then(|n| n.reward(pod_type))
+            .copied()
+    };
+    floor_by(
+        estimate, pod_type, floor, model, candidates, decision, now_ms,
+    )
+}
+
+/// [`apply_floor`] for candidates at `positions` in `view` ([`Snapshot::locate`]): estimates
+/// read from the pod type's column, with no lookup per node.
+#[allow(clippy::too_many_arguments)]
+pub fn apply_floor_located(
+    view: &Snapshot,
+    positions: &[Option<u32>],
+    pod_type: &str,
+    floor: f64,
+    model: &RewardModel,
+    candidates: &Candidates<'_>,
+    decision: &mut FilterDecision,
+    now_ms: u64,
+) -> (bool, usize) {
+    if !view.has_reward_type(pod_type) {
+        return (false, 0);
+    }
+    let column = view.reward_column(pod_type);
+    let estimate = |i: usize| positions[i].and_then(|p| column.get(p).flatten());
+    floor_by(
+        estimate, pod_type, floor, model, candidates, decision, now_ms,
+    )
+}
+
+/// The floor over the candidates whose estimates `estimate` gives.
+fn floor_by(
+    estimate: impl Fn(usize) -> Option<Estimate>,
+    pod_type: &str,
+    floor: f64,
+    model: &RewardModel,
+    candidates: &Candidates<'_>,
+    decision: &mut FilterDecision,
+    now_ms: u64,
+) -> (bool, usize) {
     let mut applied = false;
     let mut dropped = 0;
     let before_failed = decision.failed.len();
     decision.passed.retain(|&i| {
-        let name = candidates.name(i);
-        let Some(e) = view.node(name).and_then(|n| n.reward(pod_type)) else {
+        let Some(e) = estimate(i) else {
             return true;
         };
         applied = true;
         // As in `score`: with good >= bad the optimistic bound never drops below neutral, so a
         // floor at or under it cannot drop the node (no decay to compute).
-        if (floor <= NEUTRAL && e.good >= e.bad) || !model.confidently_below(e, floor, now_ms) {
+        if (floor <= NEUTRAL && e.good >= e.bad) || !model.confidently_below(&e, floor, now_ms) {
             return true;
         }
-        let d = model.decayed(e, now_ms);
+        let name = candidates.name(i);
+        let d = model.decayed(&e, now_ms);
         let mut reason = String::with_capacity(96 + pod_type.len() + name.len());
         let _ = write!(
             reason,

@@ -1137,3 +1137,113 @@ mod scavengers {
         assert!(text.contains("preempt_changed_total 0"), "{text}");
     }
 }
+
+/// The located paths (a snapshot's positions and columns, what the verbs use) give the direct
+/// lookups' answers, on random views: metrics missing, stale or stamped in the future, nodes
+/// the view does not know, reward estimates on some nodes only, candidates in any order with
+/// repeats, and snapshots whose columns were built ahead by [`Snapshot::warm_like`].
+mod located {
+    use telemesh_core::reward::RewardModel;
+
+    use super::*;
+    use crate::extender::parse::Candidates;
+    use crate::extender::{filter, prioritize, reward};
+
+    const NOW: u64 = 10_000_000;
+    const TYPE: &str = "health-metric-demo/demo";
+
+    fn random_view(next: &mut impl FnMut() -> u64, n: u64) -> Vec<NodeEntry> {
+        (0..n)
+            .map(|i| {
+                let mut kvs = vec![("role".to_owned(), "agent".to_owned())];
+                if next() % 5 != 0 {
+                    // Up to a minute old, or a little in the future.
+                    let at = NOW + 5_000 - next() % 65_000;
+                    kvs.push(("m:node_metric".into(), format!("{}@{at}", next() % 30)));
+                }
+                if next() % 3 != 0 {
+                    let (good, bad) = ((next() % 8) as f64 * 0.5, (next() % 8) as f64 * 0.5);
+                    let at = NOW - next() % 600_000;
+                    kvs.push((format!("r:{TYPE}"), format!("{good},{bad}@{at}")));
+                }
+                let state =
+                    NodeState::from_key_values(kvs.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+                NodeEntry::new(&format!("n{i}"), 1, Liveness::Live, state)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn located_answers_equal_direct_lookups() {
+        let mut x = 0x2545_F491_4F6C_DD1Du64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let policy = seed_policy();
+        let rules = policy.dont_schedule.as_ref().unwrap();
+        let rule = policy.schedule_on_metric.as_ref().unwrap();
+        let model = RewardModel::default();
+        let mut previous = Snapshot::default();
+        for _ in 0..300 {
+            let n = 1 + next() % 40;
+            let view = Snapshot::from_entries(random_view(&mut next, n));
+            if next() % 2 == 0 {
+                // Columns built ahead, from the previous snapshot's requests.
+                view.warm_like(&previous);
+            }
+            let names: Vec<std::borrow::Cow<'_, str>> = (0..next() % 50)
+                .map(|_| format!("n{}", next() % (n + 5)).into())
+                .collect();
+            let candidates = Candidates::Names(names);
+            let positions = view.locate((0..candidates.len()).map(|i| candidates.name(i)));
+            for unknown in [Unknown::NotViolating, Unknown::Violating] {
+                for unknown_score in [UnknownScore::Neutral, UnknownScore::Zero] {
+                    let settings = Settings {
+                        unknown,
+                        unknown_score,
+                        ..Settings::default()
+                    };
+                    let direct = filter::filter(&view, &policy, rules, &candidates, &settings, NOW);
+                    let located =
+                        filter::filter_located(&view, &positions, &policy, rules, &settings, NOW);
+                    assert_eq!(direct, located);
+                    for floor in [0.3, 0.6] {
+                        let (mut d, mut l) = (direct.clone(), located.clone());
+                        let a = reward::apply_floor(
+                            &view,
+                            TYPE,
+                            floor,
+                            &model,
+                            &candidates,
+                            &mut d,
+                            NOW,
+                        );
+                        let b = reward::apply_floor_located(
+                            &view,
+                            &positions,
+                            TYPE,
+                            floor,
+                            &model,
+                            &candidates,
+                            &mut l,
+                            NOW,
+                        );
+                        assert_eq!((a, d), (b, l));
+                    }
+                    assert_eq!(
+                        prioritize::prioritize(&view, rule, &candidates, &settings, NOW),
+                        prioritize::prioritize_located(&view, &positions, rule, &settings, NOW)
+                    );
+                }
+            }
+            assert_eq!(
+                reward::scores(&view, TYPE, &candidates, &model, NOW),
+                reward::scores_located(&positions, &view.reward_column(TYPE), &model, NOW)
+            );
+            previous = view;
+        }
+    }
+}
