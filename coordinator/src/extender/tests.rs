@@ -1156,12 +1156,12 @@ mod located {
         (0..n)
             .map(|i| {
                 let mut kvs = vec![("role".to_owned(), "agent".to_owned())];
-                if next() % 5 != 0 {
+                if !next().is_multiple_of(5) {
                     // Up to a minute old, or a little in the future.
                     let at = NOW + 5_000 - next() % 65_000;
                     kvs.push(("m:node_metric".into(), format!("{}@{at}", next() % 30)));
                 }
-                if next() % 3 != 0 {
+                if !next().is_multiple_of(3) {
                     let (good, bad) = ((next() % 8) as f64 * 0.5, (next() % 8) as f64 * 0.5);
                     let at = NOW - next() % 600_000;
                     kvs.push((format!("r:{TYPE}"), format!("{good},{bad}@{at}")));
