@@ -10,7 +10,7 @@
 #
 # Benches build with the bench profile as released (fat LTO: the first build takes about 15
 # minutes on 2 cores); SCALING_QUICK=1 builds without LTO for a quicker, slower-code look (the
-# table then says so in target/scaling/profile.txt, and the README is left alone). A full run at
+# caption above the table says which, with the load average). A full run at
 # 1,000 members takes about 40 minutes on 2 cores: the 1,000-member gossip run alone is ~11
 # minutes of wall clock on its paused clock. Run it on an otherwise idle machine: the agent's CPU
 # and the extender's latencies are wall-clock figures.
@@ -26,10 +26,9 @@ mkdir -p "$out/raw"
 
 if [[ ${SCALING_QUICK:-0} == 1 ]]; then
     export CARGO_PROFILE_BENCH_LTO=off CARGO_PROFILE_BENCH_CODEGEN_UNITS=16
-    echo "bench profile without LTO (SCALING_QUICK=1): not the released code" > "$out/profile.txt"
-    readme=0
+    profile="bench profile without LTO (SCALING_QUICK=1), not the released code"
 else
-    echo "bench profile as released (fat LTO)" > "$out/profile.txt"
+    profile="bench profile as released (fat LTO)"
 fi
 
 comma() { tr ' ' ',' <<<"$*"; }
@@ -82,4 +81,6 @@ if ((${#inputs[@]} == 0)); then
 fi
 readme_args=()
 [[ $readme == 1 ]] && readme_args=(--readme README.md)
-cargo run -q -p telemesh-scaling -- "${inputs[@]}" --out "$out" "${readme_args[@]}"
+caption="Measured $(date -u +%Y-%m-%d) by \`scripts/scaling.sh\` on $(nproc) cores, $profile; \
+load average at the end $(cut -d' ' -f1-3 /proc/loadavg). Empty cells: sizes not run."
+cargo run -q -p telemesh-scaling -- "${inputs[@]}" --out "$out" --caption "$caption" "${readme_args[@]}"

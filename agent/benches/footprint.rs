@@ -398,6 +398,8 @@ async fn run() {
         ("agent_cpu_percent", cpu_percent, "%"),
         ("agent_gossip_out_kbps", out_kbps, "KB/s"),
         ("agent_gossip_in_kbps", in_kbps, "KB/s"),
+        // The figures are for the members the swarm kept alive, which may be fewer than asked.
+        ("agent_members_alive", alive_min as f64, "members"),
     ] {
         println!("FIGURE {series} {members} {value:.2} {unit}");
     }

@@ -20,6 +20,9 @@ struct Cli {
     /// A README to update in place between its scaling markers.
     #[arg(long)]
     readme: Option<PathBuf>,
+    /// A line printed above the table: when, on what and with which profile it was measured.
+    #[arg(long)]
+    caption: Option<String>,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -37,7 +40,10 @@ fn main() -> anyhow::Result<()> {
     for series in &all {
         plot::draw_series(series, &cli.out.join(format!("{}.png", series.name)))?;
     }
-    let markdown = table::markdown(&all);
+    let markdown = match &cli.caption {
+        Some(caption) => format!("{caption}\n\n{}", table::markdown(&all)),
+        None => table::markdown(&all),
+    };
     std::fs::write(cli.out.join("table.md"), &markdown)
         .with_context(|| format!("writing {}", cli.out.join("table.md").display()))?;
     if let Some(readme) = &cli.readme {

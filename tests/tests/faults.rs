@@ -745,19 +745,32 @@ impl ViewSampler {
     }
 }
 
-/// Waits until coordinator `r`'s view shows each of `nodes` as `liveness`.
+/// Waits until coordinator `r`'s view shows each of `nodes` as `liveness`. One request per
+/// poll, and a 429 from the API's per-client limit (50/s by default, which a 20 ms poll meets
+/// exactly) is a poll to repeat, as any client that honours Retry-After would.
 async fn until_view(mesh: &Mesh, r: usize, nodes: &[&str], liveness: &str) {
     let c = &mesh.coordinators[r];
+    let url = format!("http://{}/api/v1/nodes", c.api);
     eventually(
         &format!("coordinator {r} to see {nodes:?} {liveness}"),
         WAIT,
         || async {
-            for node in nodes {
-                if view_entry(c, node).await["liveness"] != liveness {
-                    return None;
-                }
-            }
-            Some(())
+            let body =
+                match telemesh_sim::cluster::http::request(http::Method::GET, &url, None).await {
+                    Ok(body) => body,
+                    Err(e) if e.to_string().contains("429 Too Many Requests") => return None,
+                    Err(e) => panic!("GET {url}: {e:#}"),
+                };
+            let view: Value = serde_json::from_slice(&body).unwrap();
+            let all = view["nodes"].as_array().unwrap();
+            nodes
+                .iter()
+                .all(|node| {
+                    all.iter()
+                        .find(|n| n["name"] == *node)
+                        .is_some_and(|n| n["liveness"] == liveness)
+                })
+                .then_some(())
         },
     )
     .await;
