@@ -64,7 +64,12 @@ pub const KNOWN: &[Known] = &[
     known("agent_gossip_in_kbps", "Agent gossip in", MEMBERS, None),
     // The fewest members alive in the agent's view over the window: the swarm on 2 cores may
     // not keep every member it was asked for alive, and the agent's figures are for these.
-    known("agent_members_alive", "Members alive in the agent's view (fewest)", MEMBERS, None),
+    known(
+        "agent_members_alive",
+        "Members alive in the agent's view (fewest)",
+        MEMBERS,
+        None,
+    ),
     // core/benches/gossip.rs: members on chitchat's channel transport, paused clock.
     known(
         "gossip_idle_kbps",
