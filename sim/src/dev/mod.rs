@@ -260,7 +260,8 @@ pub async fn run(args: DevArgs) -> anyhow::Result<bool> {
                 }
                 StoryKind::Rewards => {
                     let mut placed = decisions.subscribe();
-                    measured_met = rewards::play(&story, &client, &faults, &mut placed, &mut processes, DEV_REWARD_HALF_LIFE).await?;
+                    let apis: Vec<_> = plan.coordinators.iter().map(|c| c.api).collect();
+                    measured_met = rewards::play(&story, &client, &faults, &mut placed, &mut processes, DEV_REWARD_HALF_LIFE, &apis).await?;
                     story.say("the story is complete");
                     if args.run_for.is_none() {
                         story.say("still running: Ctrl-C stops every process this command started");

@@ -6,6 +6,7 @@
 //! still use those nodes), and one half-life after the faults stop (the nodes win D pods back).
 
 use std::collections::BTreeMap;
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -79,6 +80,7 @@ pub async fn play(
     decisions: &mut broadcast::Receiver<Decision>,
     processes: &mut Processes,
     half_life: Duration,
+    coordinator_apis: &[SocketAddr],
 ) -> anyhow::Result<bool> {
     let nodes: Vec<String> = (0..).map(|i| format!("sim-node-{i}")).take(4).collect();
     create_namespace(client).await?;
@@ -106,12 +108,24 @@ pub async fn play(
     // neutral within seconds: core::reward::estimate), so "learnt" is measured once the agents
     // have seen the second, as kubeRL's demo ran for many minutes of both nodes failing. Within
     // each of its crashes' back-off the evidence on both nodes is fresh.
+    // "Learnt" starts once every coordinator's view holds that second failure, not when sim
+    // records it: the agent, gossip and the view take a second or two, more on a loaded
+    // machine, and pods placed meanwhile would measure that delay instead of the learning.
+    // What each view held the last time sim had not yet recorded the second failure is the
+    // baseline: bad evidence only decays until a new failure adds to it.
     let learning_until = tokio::time::Instant::now() + Duration::from_secs(60);
     let mut learning = Share::default();
     let mut round = 0;
-    while tokio::time::Instant::now() < learning_until
-        || restarts(client, "probe-sim-node-2").await? < 2
-    {
+    let mut bad_before_second = bad_evidence(coordinator_apis).await?;
+    loop {
+        let second_failure = restarts(client, "probe-sim-node-2").await? >= 2;
+        if !second_failure {
+            // Read after sim's count: it holds nothing of a failure sim had not yet recorded.
+            bad_before_second = bad_evidence(coordinator_apis).await?;
+        }
+        if second_failure && tokio::time::Instant::now() >= learning_until {
+            break;
+        }
         super::story::check_processes(processes)?;
         let s = measure(
             story,
@@ -130,6 +144,7 @@ pub async fn play(
         "while learning (60 s, and until sim-node-2 failed twice)",
         "D",
     ));
+    until_views_hold_more_bad_evidence(coordinator_apis, &bad_before_second).await?;
     let learnt = measure(story, client, decisions, "learnt", "D", 50).await?;
     story.say(&learnt.describe("learnt (target at most 2 %)", "D"));
     let other = measure(story, client, decisions, "other", "E", 20).await?;
@@ -245,6 +260,54 @@ async fn wait_first_failure(client: &Client, processes: &mut Processes) -> anyho
 }
 
 /// The container restarts of `pod` so far.
+/// The pod type whose placements the story measures, as the agents name it.
+const MEASURED_TYPE: &str = "rl-demo/D";
+/// The node whose second failure ends the learning.
+const SLOW_FAILING: &str = "sim-node-2";
+
+/// Each coordinator's decayed bad evidence for [`MEASURED_TYPE`] on [`SLOW_FAILING`]
+/// (`GET /api/v1/rewards`), 0 where its view has no estimate yet.
+async fn bad_evidence(apis: &[SocketAddr]) -> anyhow::Result<Vec<f64>> {
+    let mut out = Vec::with_capacity(apis.len());
+    for api in apis {
+        let url = format!("http://{api}/api/v1/rewards?podType={MEASURED_TYPE}");
+        let body = telemesh_sim::cluster::http::request(http::Method::GET, &url, None).await?;
+        let rewards: serde_json::Value =
+            serde_json::from_slice(&body).with_context(|| format!("GET {url}: not JSON"))?;
+        let bad = rewards["nodes"]
+            .as_array()
+            .and_then(|nodes| nodes.iter().find(|n| n["node"] == SLOW_FAILING))
+            .and_then(|n| n["bad"].as_f64())
+            .unwrap_or(0.0);
+        out.push(bad);
+    }
+    Ok(out)
+}
+
+/// Waits until every coordinator's bad evidence exceeds `before`: decay only lowers it, so
+/// more means the new failure reached that view.
+async fn until_views_hold_more_bad_evidence(
+    apis: &[SocketAddr],
+    before: &[f64],
+) -> anyhow::Result<()> {
+    // A failure reaches the views in seconds; half a minute means it never will.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let now = bad_evidence(apis).await?;
+        if now.iter().zip(before).all(|(n, b)| n > b) {
+            return Ok(());
+        }
+        if tokio::time::Instant::now() >= deadline {
+            anyhow::bail!(
+                "the coordinators' views never showed {SLOW_FAILING}'s second failure of \
+                 {MEASURED_TYPE} (bad evidence {now:?}, before it {before:?}): see the agents' \
+                 and coordinators' logs"
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 async fn restarts(client: &Client, pod: &str) -> anyhow::Result<i32> {
     let pod = Api::<Pod>::namespaced(client.clone(), NS).get(pod).await?;
     Ok(pod
