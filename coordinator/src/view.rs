@@ -1455,15 +1455,9 @@ mod tests {
         assert!(!silent.fresh(100_000, stale), "no metric at all: not fresh");
     }
 
-    /// Real gossip on loopback: an agent deletes scavenger pods' keys, before and after the
-    /// observer's failure detector has it live, and the view drops them long before the
-    /// (hour-long) resync would.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn deleted_scavenger_pods_leave_the_view_within_rounds() {
+    /// Agent `n1` and an observer seeded with it, gossiping on loopback every 100 ms.
+    async fn agent_and_observer() -> (GossipMember, Arc<GossipMember>) {
         use telemesh_core::gossip::{GossipConfig, Security};
-        use telemesh_core::testing::eventually;
-
-        const WITHIN: Duration = Duration::from_secs(20);
         let config = |name: &str, role, seeds: Vec<String>| {
             let mut c = GossipConfig::new(
                 name,
@@ -1485,6 +1479,18 @@ mod tests {
                 .await
                 .unwrap(),
         );
+        (agent, observer)
+    }
+
+    /// Real gossip on loopback: an agent deletes scavenger pods' keys, before and after the
+    /// observer's failure detector has it live, and the view drops them long before the
+    /// (hour-long) resync would.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn deleted_scavenger_pods_leave_the_view_within_rounds() {
+        use telemesh_core::testing::eventually;
+
+        const WITHIN: Duration = Duration::from_secs(20);
+        let (agent, observer) = agent_and_observer().await;
         let mut events = observer.events();
         let view = ClusterView::default();
         let mut registry = prometheus_client::registry::Registry::default();
@@ -1559,32 +1565,11 @@ mod tests {
     /// tick and resync, a new value still shows within gossip rounds.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn key_changes_are_folded_in_without_waiting_for_the_tick() {
-        use telemesh_core::gossip::{GossipConfig, Security};
         use telemesh_core::metric::{MetricName, Sample};
         use telemesh_core::testing::eventually;
 
         const WITHIN: Duration = Duration::from_secs(20);
-        let config = |name: &str, role, seeds: Vec<String>| {
-            let mut c = GossipConfig::new(
-                name,
-                "view-test",
-                "127.0.0.1:0".parse().unwrap(),
-                Security::Insecure,
-            );
-            c.role = role;
-            c.seeds = seeds;
-            c.gossip_interval = Duration::from_millis(100);
-            c
-        };
-        let agent = GossipMember::start(config("n1", Role::Agent, vec![]))
-            .await
-            .unwrap();
-        let seed = agent.id().gossip_addr.to_string();
-        let observer = Arc::new(
-            GossipMember::start(config("coordinator", Role::Observer, vec![seed]))
-                .await
-                .unwrap(),
-        );
+        let (agent, observer) = agent_and_observer().await;
         let view = ClusterView::default();
         let mut registry = prometheus_client::registry::Registry::default();
         let hour = Duration::from_secs(3600);
