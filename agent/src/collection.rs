@@ -1,5 +1,6 @@
 //! The collection loop: sample the node every interval, import local Prometheus endpoints,
-//! publish what changed to gossip, hand the figures to the policy, reward and QUIC readers, and
+//! publish what changed to gossip (and push it to the coordinators at once when it flips a
+//! dontschedule verdict: [`crate::verdict_push`]), hand the figures to the policy, reward and QUIC readers, and
 //! keep the gossip gauges and the readiness flag current.
 
 use std::sync::Arc;
@@ -13,6 +14,7 @@ use parking_lot::RwLock;
 use telemesh_core::gossip::{DropReason, GossipMember, TransportCounters};
 use telemesh_core::metric::{MetricName, Sample};
 use telemesh_core::pod::PodFigures;
+use telemesh_core::policy::{TASPolicy, Unknown};
 use tokio_util::sync::CancellationToken;
 
 use crate::collect::prom::{ImportRule, parse_exposition};
@@ -25,6 +27,7 @@ use crate::metrics::{
 };
 use crate::publish::{Deadband, Publisher};
 use crate::shared::SharedGossip;
+use crate::verdict_push::VerdictWatch;
 
 type HttpClient = hyper_util::client::legacy::Client<
     hyper_util::client::legacy::connect::HttpConnector,
@@ -45,6 +48,11 @@ pub struct Inputs {
     pub prometheus_endpoints: Vec<http::Uri>,
     /// This node's pods.
     pub pods: Store<Pod>,
+    /// All TASPolicies: a publication that flips one's dontschedule verdict is pushed to the
+    /// coordinator replicas at once.
+    pub policies: Store<TASPolicy>,
+    /// What a rule whose metric is missing counts as (the policy loop's `--unknown-metrics`).
+    pub unknown: Unknown,
     /// Whether the pod watch has synced (readiness waits for it).
     pub pods_synced: Arc<AtomicBool>,
     /// The gossip member (None once shut down: the loop ends).
@@ -65,6 +73,7 @@ pub struct Inputs {
 pub async fn run(inputs: Inputs, stop: CancellationToken) {
     let mut collector = Some(Collector::new(inputs.collector.clone()));
     let mut publisher = Publisher::new(inputs.deadband);
+    let mut verdicts = VerdictWatch::default();
     let http_client: HttpClient =
         hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
             .build_http();
@@ -104,6 +113,7 @@ pub async fn run(inputs: Inputs, stop: CancellationToken) {
         }
         *inputs.latest_pods.write() = collection.pods;
         let selection = publisher.select(&collection.samples, tokio::time::Instant::now());
+        let flipped = verdicts.flipped(&inputs.policies, &publisher.published(), inputs.unknown);
         // Handed over, not copied: the policy loop is the last reader of this collection.
         *inputs.latest_samples.write() =
             Some((SystemTime::now(), std::mem::take(&mut collection.samples)));
@@ -118,6 +128,11 @@ pub async fn run(inputs: Inputs, stop: CancellationToken) {
             metrics,
         )
         .await;
+        if flipped {
+            let pushed = member.push_to_observers().await;
+            metrics.verdict_pushes.inc_by(pushed as u64);
+            tracing::debug!(node.name = %inputs.node_name, observers = pushed, "a dontschedule verdict flipped; pushed to the coordinators");
+        }
         // Counts only: parsing every member's state each tick would cost more than collecting.
         let (alive, dead) = member.liveness_counts().await;
         drop(guard);

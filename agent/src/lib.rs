@@ -27,5 +27,6 @@ pub mod scope;
 pub mod shared;
 #[cfg(test)]
 mod test_client;
+pub mod verdict_push;
 
 pub use run::{Agent, start};

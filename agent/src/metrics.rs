@@ -98,6 +98,9 @@ pub struct AgentMetrics {
     pub gossip_clock_correction: Gauge<f64, AtomicU64>,
     /// Metric values published to gossip.
     pub published: Counter,
+    /// Exchanges started with coordinator replicas at once because a publication flipped a
+    /// dontschedule verdict ([`crate::verdict_push`]).
+    pub verdict_pushes: Counter,
     /// Node labels written by policies, by action.
     pub labels_written: Family<LabelWriteLabels, Counter>,
     /// Eviction attempts by outcome.
@@ -124,6 +127,7 @@ impl AgentMetrics {
         let gossip_bytes = Family::default();
         let gossip_datagrams = Family::default();
         let published = Counter::default();
+        let verdict_pushes = Counter::default();
         let gossip_v1_frames = Counter::default();
         let gossip_clock_correction = Gauge::default();
         registry.register(
@@ -170,6 +174,11 @@ impl AgentMetrics {
             "published_values",
             "Metric values published to gossip",
             published.clone(),
+        );
+        registry.register(
+            "gossip_verdict_pushes",
+            "Gossip exchanges started with coordinator replicas ahead of the round because a publication flipped a dontschedule verdict",
+            verdict_pushes.clone(),
         );
         let labels_written = Family::default();
         let evictions = Family::default();
@@ -223,6 +232,7 @@ impl AgentMetrics {
             gossip_v1_frames,
             gossip_clock_correction,
             published,
+            verdict_pushes,
             labels_written,
             evictions,
             scavenger_evictions,

@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use telemesh_core::metric::{MetricName, Sample};
+use telemesh_core::policy::{Metrics, Reading};
 use tokio::time::Instant;
 
 /// When a value is worth publishing again.
@@ -51,6 +52,13 @@ impl Publisher {
         self.last.clear();
     }
 
+    /// The values last published, as policy rules read them: what each reader of this node's
+    /// gossip state holds once the exchanges reach it (the deadband keeps a value that moved
+    /// less than its band at the published one).
+    pub fn published(&self) -> PublishedValues<'_> {
+        PublishedValues(&self.last)
+    }
+
     /// Returns the samples to publish now, and forgets metrics that are no longer measured
     /// (returned as `gone`, for the caller to delete from gossip).
     pub fn select(&mut self, samples: &[Sample], now: Instant) -> Selection {
@@ -87,6 +95,23 @@ impl Publisher {
             out.gone = gone;
         }
         out
+    }
+}
+
+/// The values a [`Publisher`] last published, read by policy rules. Each counts as fresh: it is
+/// this agent's latest measurement as far as the deadband lets readers see it.
+#[derive(Debug, Clone, Copy)]
+pub struct PublishedValues<'a>(&'a HashMap<MetricName, (f64, Instant)>);
+
+impl Metrics for PublishedValues<'_> {
+    fn reading(&self, metric: &str) -> Reading {
+        let found = self.0.get(metric).or_else(|| {
+            self.0
+                .iter()
+                .find(|(name, _)| name.answers_to(metric))
+                .map(|(_, v)| v)
+        });
+        found.map_or(Reading::Missing, |(value, _)| Reading::Fresh(*value))
     }
 }
 
@@ -177,6 +202,24 @@ mod tests {
             ["node_a"],
             "a returning metric is new again"
         );
+    }
+
+    /// Rules read what readers hold: the published value while a move stays in the band, by the
+    /// full name or the adapter's name, and nothing for a metric no longer measured.
+    #[tokio::test(start_paused = true)]
+    async fn rules_read_the_published_values() {
+        let mut p = Publisher::new(Deadband {
+            relative: 0.05,
+            absolute: 0.0,
+            refresh: Duration::from_secs(60),
+        });
+        let t0 = Instant::now();
+        p.select(&[s("node_load1", 7.8), s("node_b", 1.0)], t0);
+        p.select(&[s("node_load1", 8.1), s("node_b", 1.0)], t0);
+        assert_eq!(p.published().reading("node_load1"), Reading::Fresh(7.8));
+        assert_eq!(p.published().reading("load1"), Reading::Fresh(7.8));
+        p.select(&[s("node_b", 1.0)], t0);
+        assert_eq!(p.published().reading("load1"), Reading::Missing);
     }
 
     #[tokio::test(start_paused = true)]

@@ -101,6 +101,8 @@ pub async fn start(config: Config, stop: CancellationToken) -> anyhow::Result<Ag
     let pods = crate::pods::watch_node_pods(client.clone(), &config.node_name, stop.child_token());
     let pods_synced = Arc::new(AtomicBool::new(false));
     tasks.spawn(mark_synced(pods.clone(), pods_synced.clone()));
+    // One watch for the policy loop and the collection loop's verdict pushes.
+    let policies = crate::policies::watch_policies(client.clone(), stop.child_token());
     let latest_samples: crate::enforcer::LatestSamples = Arc::new(RwLock::new(None));
     let latest_pods: Arc<RwLock<Vec<PodFigures>>> = Arc::new(RwLock::new(Vec::new()));
     // Writes go through a client that does not retry within a call, behind one backoff.
@@ -120,7 +122,7 @@ pub async fn start(config: Config, stop: CancellationToken) -> anyhow::Result<Ag
             client: writes,
             backoff,
             evictor: evictor.clone(),
-            policies: crate::policies::watch_policies(client.clone(), stop.child_token()),
+            policies: policies.clone(),
             pods: pods.clone(),
             samples: latest_samples.clone(),
             gossip: gossip.clone(),
@@ -193,6 +195,8 @@ pub async fn start(config: Config, stop: CancellationToken) -> anyhow::Result<Ag
                 .collect(),
             pods,
             pods_synced,
+            policies,
+            unknown: config.policy.unknown,
             gossip: gossip.clone(),
             counters,
             latest_pods,

@@ -35,7 +35,9 @@
 //! `FRESHNESS_MEMBERS=10,100,1000`, `FRESHNESS_TRIALS` (default 200, 100, 40 by size),
 //! `FRESHNESS_AGENT_ARGS` and `FRESHNESS_COORDINATOR_ARGS` (extra flags, e.g.
 //! `--gossip-interval 500ms` or `--view-tick 50ms`), `FRESHNESS_SEED_REPLICAS=1` (agents seed
-//! with the two replicas instead of the first three agents), `FRESHNESS_SEED` (trial RNG).
+//! with the two replicas instead of the first three agents), `FRESHNESS_PUSH=0` (the probes'
+//! policy watch is empty, so a verdict flip is not pushed to the replicas and travels by the
+//! epidemic alone, as before `telemesh_agent::verdict_push`), `FRESHNESS_SEED` (trial RNG).
 //! Besides the table it prints `FIGURE freshness_{p50,p99,gossip_p99,collect_p99,fold_p99}_s`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -522,6 +524,14 @@ async fn start_collection(
     let mut registry = Registry::default();
     let metrics = telemesh_agent::metrics::AgentMetrics::register(&mut registry);
     let (pods, _writer) = kube::runtime::reflector::store();
+    // The agent's policy watch, holding the replicas' policy: a flip of its dontschedule
+    // verdict is pushed to the replicas (`FRESHNESS_PUSH=0`: no policy in view, no pushes, as
+    // before the agent pushed).
+    let (policies, mut policy_writer) = kube::runtime::reflector::store::<TASPolicy>();
+    if std::env::var("FRESHNESS_PUSH").map_or(true, |v| v != "0") {
+        let policy: TASPolicy = serde_yaml_ng::from_str(POLICY).expect("policy parses");
+        policy_writer.apply_watcher_event(&kube::runtime::watcher::Event::Apply(policy));
+    }
     let inputs = telemesh_agent::collection::Inputs {
         node_name: config.node_name.clone(),
         collector: telemesh_agent::collect::CollectorConfig::with_root(root),
@@ -530,6 +540,8 @@ async fn start_collection(
         prometheus_endpoints: Vec::new(),
         pods,
         pods_synced: Arc::new(AtomicBool::new(true)),
+        policies,
+        unknown: config.policy.unknown,
         gossip,
         counters: Arc::default(),
         latest_pods: Arc::default(),

@@ -48,6 +48,13 @@ impl MetricName {
     }
 }
 
+/// Maps keyed by name can be read with a `&str` (hash, equality and order are the string's).
+impl std::borrow::Borrow<str> for MetricName {
+    fn borrow(&self) -> &str {
+        &self.0
+    }
+}
+
 impl TryFrom<String> for MetricName {
     type Error = InvalidMetricName;
     fn try_from(s: String) -> Result<Self, Self::Error> {

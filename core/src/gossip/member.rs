@@ -674,6 +674,38 @@ impl GossipMember {
         (live.len(), dead)
     }
 
+    /// Starts one exchange with each live observer now, ahead of the next round, so the
+    /// observers (coordinator replicas) hear this member's latest state within a round trip
+    /// instead of after the epidemic's rounds. Each is a full exchange (Syn, SynAck, then the
+    /// Ack that carries what the observer lacks): spend it on rare changes that matter at once,
+    /// not on every publication. Returns how many exchanges were started.
+    pub async fn push_to_observers(&self) -> usize {
+        let Some(handle) = self.handle.as_ref() else {
+            return 0;
+        };
+        let observers: Vec<SocketAddr> = {
+            let chitchat = self.chitchat.lock().await;
+            let me = chitchat.self_chitchat_id();
+            chitchat
+                .live_nodes()
+                .filter(|id| *id != me)
+                .filter(|id| chitchat.node_state(id).is_some_and(announces_observer))
+                .map(|id| id.gossip_advertise_addr)
+                .collect()
+        };
+        let mut started = 0;
+        for addr in observers {
+            match handle.gossip(addr) {
+                Ok(()) => started += 1,
+                // Only when the gossip server has stopped: the next round will not come either.
+                Err(e) => {
+                    tracing::debug!(peer = %addr, error = %e, "push to an observer not started")
+                }
+            }
+        }
+        started
+    }
+
     /// Membership changes from now on. Subscribe, then read [`Self::members`]: every member a
     /// read shows live has been reported as joined by then, and its departure will be reported
     /// however soon after the read it comes. A receiver that lags gets `RecvError::Lagged` and
@@ -842,6 +874,11 @@ async fn watch_membership(
         let chitchat = chitchat.lock().await;
         membership.lock().sync(&chitchat);
     }
+}
+
+/// Whether a member's state says it is an observer (a coordinator replica).
+fn announces_observer(node: &chitchat::NodeState) -> bool {
+    node.get(schema::ROLE_KEY) == Some(Role::Observer.as_str())
 }
 
 /// The metric encoding the live observers in view can read ([`groups::choose_encoding`]).
@@ -1021,6 +1058,55 @@ mod tests {
             (timeout - before).abs() <= 0.1 * before,
             "b would be declared dead after {timeout} s of silence, {before} s with the old window"
         );
+    }
+
+    /// A push reaches each live observer within a round trip, between rounds, and no agent:
+    /// rounds are 10 s apart on a paused clock, so only the push can carry the value at once.
+    #[tokio::test(start_paused = true)]
+    async fn a_push_reaches_the_observers_between_rounds_and_no_agent() {
+        let channel = chitchat::transport::ChannelTransport::with_mtu(65_507);
+        let member = |name: &str, port: u16, role: Role, seeds: Vec<String>| {
+            let mut c = GossipConfig::new(
+                name,
+                "mesh",
+                SocketAddr::from(([127, 0, 0, 1], port)),
+                Security::Insecure,
+            );
+            c.gossip_interval = Duration::from_secs(10);
+            c.role = role;
+            c.seeds = seeds;
+            c
+        };
+        let a = GossipMember::start_on(member("a", 30_021, Role::Agent, vec![]), &channel)
+            .await
+            .unwrap();
+        let seed = vec![a.id().gossip_addr.to_string()];
+        let b = GossipMember::start_on(member("b", 30_022, Role::Agent, seed.clone()), &channel)
+            .await
+            .unwrap();
+        let c = GossipMember::start_on(member("c", 30_023, Role::Observer, seed), &channel)
+            .await
+            .unwrap();
+        // Rounds at 0, 10 and 20 s: everyone met and live; the next round is at 30 s.
+        tokio::time::sleep(Duration::from_secs(25)).await;
+        assert_eq!(a.liveness_counts().await, (3, 0), "all three live at a");
+
+        let load = Sample {
+            name: MetricName::new("node_load1").unwrap(),
+            value: 20.0,
+        };
+        a.publish_metrics(&[load], SystemTime::now()).await.unwrap();
+        assert_eq!(a.push_to_observers().await, 1, "one exchange, with c");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(
+            seen(&c, "a", "node_load1", 20.0).await,
+            "the observer heard the push"
+        );
+        assert!(
+            !seen(&b, "a", "node_load1", 20.0).await,
+            "the agent b heard it too, so a round ran: the test proves nothing"
+        );
+        drop(b);
     }
 
     #[tokio::test]

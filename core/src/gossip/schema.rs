@@ -51,7 +51,7 @@ pub const MAX_VALUE_LEN: usize = 4096;
 pub const MAX_KEY_LEN: usize = 256;
 
 const SCHEMA_VERSION_KEY: &str = "v";
-const ROLE_KEY: &str = "role";
+pub(crate) const ROLE_KEY: &str = "role";
 const LEAVING_KEY: &str = "leaving";
 /// The key of an agent's QUIC address ([`StateKey::QuicAddr`]).
 pub const QUIC_ADDR_KEY: &str = "quic";
