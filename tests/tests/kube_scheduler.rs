@@ -32,7 +32,7 @@ use serde_json::{Value, json};
 use telemesh_sim::cluster::scheduler::{self, config::SchedulerConfiguration};
 use telemesh_tests::SimEnv;
 use telemesh_tests::cluster::{ClusterParts, POLICY_NAMESPACE, install_example_policy};
-use telemesh_tests::mesh::Mesh;
+use telemesh_tests::mesh::{Mesh, metric_value};
 use telemesh_tests::upstream::{KUBE_SCHEDULER, KubeScheduler};
 use tokio_util::sync::CancellationToken;
 
@@ -252,6 +252,16 @@ async fn a_refused_pod_reads_as_upstream_and_is_bound_soon_after_a_node_recovers
     let node = scene.bound("waiting").await;
     let took = recovered.elapsed();
     assert_eq!(node, "sim-node-2", "the only node that recovered");
+    // The recovery flipped sim-node-2's dontschedule verdict: its agent pushed that publication
+    // to the coordinator at once (the real policy watch, the sealed UDP transport).
+    let pushes = metric_value(
+        &scene.mesh.metrics_of("sim-node-2").await,
+        "telemesh_agent_gossip_verdict_pushes_total",
+    );
+    assert!(
+        pushes >= 1.0,
+        "sim-node-2's agent pushed no verdict flip to the coordinator"
+    );
     figure(&format!(
         "recovery-to-bind (telemetry file change -> pod bound, real kube-scheduler): {:.2} s",
         took.as_secs_f64()
