@@ -8,9 +8,17 @@
 //! one exchange per replica per flip, and the filter reflects the change one round trip after
 //! the collection that read it.
 //!
+//! Bursts: a policy edit is not a flip (the replicas re-evaluate every node on it themselves),
+//! so it never makes the whole cluster push at once. Many nodes crossing a threshold in the same
+//! second (a cluster-wide load swing) each push once; a replica serves the exchanges one at a
+//! time, and what its socket's receive buffer cannot hold is dropped and reaches it by the rounds
+//! instead, so a burst delays, and never loses, state.
+//!
 //! The verdicts are taken on the values as published (after the deadband), which is what the
 //! replicas' filter reads. They are a hint for when to push, nothing more: a wrong guess costs
 //! one exchange or leaves the change to the epidemic, which delivers it anyway.
+
+use std::sync::Arc;
 
 use kube::runtime::reflector::Store;
 use telemesh_core::policy::{Metrics, Policy, TASPolicy, Unknown};
@@ -21,22 +29,36 @@ use crate::policies::Compiled;
 #[derive(Debug, Default)]
 pub struct VerdictWatch {
     compiled: Compiled,
+    /// The compiled policies of the last call (the same `Arc`s while none changes).
+    policies: Vec<Arc<Policy>>,
     breaking: Vec<String>,
 }
 
 impl VerdictWatch {
-    /// Whether the dontschedule verdicts on `published` differ from the last call's (the first
-    /// call compares with breaking none, which is what readers assume of a node they just met).
+    /// Whether the published values flipped a dontschedule verdict since the last call. A
+    /// change of the policies themselves is not a flip: the replicas watch the policies and
+    /// re-evaluate every node at once, and one policy edit would otherwise have every node in
+    /// the cluster push in the same second.
     pub fn flipped(
         &mut self,
         policies: &Store<TASPolicy>,
         published: &impl Metrics,
         unknown: Unknown,
     ) -> bool {
-        let current = self.compiled.refresh(policies);
-        let breaking =
-            breaking_dont_schedule(current.iter().map(|(_, p)| &**p), published, unknown);
-        let flipped = breaking != self.breaking;
+        let current: Vec<Arc<Policy>> = self
+            .compiled
+            .refresh(policies)
+            .into_iter()
+            .map(|(_, p)| p)
+            .collect();
+        let breaking = breaking_dont_schedule(current.iter().map(|p| &**p), published, unknown);
+        let same_policies = current.len() == self.policies.len()
+            && current
+                .iter()
+                .zip(&self.policies)
+                .all(|(a, b)| Arc::ptr_eq(a, b));
+        let flipped = same_policies && breaking != self.breaking;
+        self.policies = current;
         self.breaking = breaking;
         flipped
     }
@@ -119,12 +141,15 @@ mod tests {
             .map(|load| watch.flipped(&store, &values(Some(load)), Unknown::NotViolating))
             .collect();
         assert_eq!(flips, [false, false, true, false, true, false]);
-        // A new policy the node breaks is a flip too: the replicas' filter answer changes.
+        // A new policy the node breaks is no flip: every replica re-evaluates every node on the
+        // policy change itself. The next value that flips it is.
         writer.apply_watcher_event(&Event::Apply(policy(
             "strict",
             "    dontschedule:\n      rules:\n      \
              - {metricname: node_load1, operator: GreaterThan, target: 2}\n",
         )));
-        assert!(watch.flipped(&store, &values(Some(3.0)), Unknown::NotViolating));
+        assert!(!watch.flipped(&store, &values(Some(3.0)), Unknown::NotViolating));
+        assert!(!watch.flipped(&store, &values(Some(3.5)), Unknown::NotViolating));
+        assert!(watch.flipped(&store, &values(Some(1.0)), Unknown::NotViolating));
     }
 }
