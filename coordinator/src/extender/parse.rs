@@ -205,7 +205,7 @@ pub fn parse_args(body: &[u8]) -> Result<Args<'_>, ParseError> {
         Err(_) => serde_json::from_slice(body)?,
     };
     let candidates = match (raw.node_names, raw.nodes) {
-        (Some(names), _) => Candidates::Names(string_array(names)?),
+        (Some(names), _) => Candidates::Names(names),
         (None, Some(nodes)) => {
             let mut out = Vec::with_capacity(nodes.len());
             for (i, raw) in nodes.into_iter().enumerate() {
@@ -225,8 +225,7 @@ pub fn parse_args(body: &[u8]) -> Result<Args<'_>, ParseError> {
 struct RawArgs<'a> {
     pod: Option<PodInfo<'a>>,
     nodes: Option<Vec<&'a RawValue>>,
-    /// Checked as JSON, split by [`string_array`].
-    node_names: Option<&'a RawValue>,
+    node_names: Option<Vec<Cow<'a, str>>>,
 }
 
 impl<'de> Deserialize<'de> for RawArgs<'de> {
@@ -251,7 +250,9 @@ impl<'de> Deserialize<'de> for RawArgs<'de> {
                             .next_value::<Option<NodeListWire<'de>>>()?
                             .map(|l| l.items);
                     } else if key_is(&key, "NodeNames") {
-                        out.node_names = map.next_value::<Option<&'de RawValue>>()?;
+                        out.node_names = map
+                            .next_value::<Option<Vec<Str<'de>>>>()?
+                            .map(|v| v.into_iter().map(|s| s.0).collect());
                     } else {
                         map.next_value::<IgnoredAny>()?;
                     }
@@ -260,20 +261,6 @@ impl<'de> Deserialize<'de> for RawArgs<'de> {
             }
         }
         d.deserialize_map(V)
-    }
-}
-
-/// The strings of `NodeNames`. The array is valid JSON already (serde_json checked it while
-/// reading it as a [`RawValue`]), and node names are DNS subdomains, so each element is the bytes
-/// between two quotes, found by a vectorised search ([`scan::plain_strings`]). That costs a
-/// fraction of serde_json's element-by-element visit, which is the larger part of a
-/// nodeCacheCapable call at 5,000 nodes. An element that is not a plain string (an escape, a
-/// number) hands the whole array to serde_json, for its decoding or its error.
-fn string_array(raw: &RawValue) -> Result<Vec<Cow<'_, str>>, serde_json::Error> {
-    match scan::plain_strings(raw.get()) {
-        Some(names) => Ok(names),
-        None => serde_json::from_str::<Vec<Str<'_>>>(raw.get())
-            .map(|names| names.into_iter().map(|s| s.0).collect()),
     }
 }
 
@@ -455,10 +442,8 @@ fn node_name(raw: &RawValue) -> Option<Cow<'_, str>> {
 /// A minimal scanner over JSON text that is already known to be valid (it came out of a
 /// `RawValue`): find a nested field without building anything, skipping only the values of the
 /// keys before it (the scheduler writes `metadata` first and `name` first in it, so a node's
-/// name is found in its first few dozen bytes); split an array of plain strings.
+/// name is found in its first few dozen bytes).
 mod scan {
-    use std::borrow::Cow;
-
     /// The string at `path` (object keys from the top), if it has no escapes.
     pub fn nested_plain_string<'a>(text: &'a str, path: &[&str]) -> Option<&'a str> {
         let b = text.as_bytes();
@@ -472,38 +457,6 @@ mod scan {
         let end = string_end(b, i)?;
         let inner = &text[i + 1..end - 1];
         (!inner.contains('\\')).then_some(inner)
-    }
-
-    /// The elements of an array of strings without escapes; `None` for any other array.
-    pub fn plain_strings(text: &str) -> Option<Vec<Cow<'_, str>>> {
-        let b = text.as_bytes();
-        let mut i = skip_ws(b, 0);
-        if b.get(i) != Some(&b'[') {
-            return None;
-        }
-        i = skip_ws(b, i + 1);
-        if b.get(i) == Some(&b']') {
-            return Some(Vec::new());
-        }
-        let mut out = Vec::with_capacity(memchr::memchr_iter(b',', b).count() + 1);
-        loop {
-            if b.get(i) != Some(&b'"') {
-                return None;
-            }
-            let start = i + 1;
-            let end = start + memchr::memchr2(b'"', b'\\', b.get(start..)?)?;
-            if b[end] != b'"' {
-                return None;
-            }
-            // Both ends are ASCII quotes, so the slice is on character boundaries.
-            out.push(Cow::Borrowed(text.get(start..end)?));
-            i = skip_ws(b, end + 1);
-            match b.get(i) {
-                Some(b',') => i = skip_ws(b, i + 1),
-                Some(b']') => return Some(out),
-                _ => return None,
-            }
-        }
     }
 
     /// Where the value of `field` starts in the object starting at (or after blanks from) `i`.
@@ -627,41 +580,6 @@ mod tests {
         assert!(nodes[0].raw.get().starts_with(r#"{"metadata":{"name":"a""#));
     }
 
-    /// The hand split gives what serde_json's decoding of the array gives, whatever the
-    /// layout, and leaves escapes and non-strings to serde_json.
-    #[test]
-    fn names_split_by_hand_match_serde_json() {
-        for names in [
-            r#"[]"#,
-            r#" [ ] "#,
-            r#"["a"]"#,
-            r#"["node-1","node-2.eu-west-1.compute.internal"]"#,
-            "[ \"a\" ,\n\t\"b\"\r\n]",
-            r#"["né","名前"]"#,
-            r#"["a\"b","c"]"#,
-            r#"["\u006e1",""]"#,
-        ] {
-            let body = format!(r#"{{"NodeNames":{names}}}"#);
-            let args = parse_args(body.as_bytes()).unwrap();
-            let expected: Vec<String> = serde_json::from_str(names).unwrap();
-            assert_eq!(args.candidates.names(), expected, "{names}");
-        }
-        assert!(
-            scan::plain_strings(r#"["a\"b"]"#).is_none(),
-            "escapes go to serde_json"
-        );
-        let names = scan::plain_strings(r#"["a","b"]"#).unwrap();
-        assert!(names.iter().all(|n| matches!(n, Cow::Borrowed(_))));
-        assert!(matches!(
-            parse_args(br#"{"NodeNames":null}"#),
-            Err(ParseError::NoCandidates)
-        ));
-        let full =
-            parse_args(br#"{"NodeNames":null,"Nodes":{"items":[{"metadata":{"name":"a"}}]}}"#)
-                .unwrap();
-        assert_eq!(full.candidates.names(), ["a"]);
-    }
-
     #[test]
     fn bad_bodies_are_errors() {
         for body in [
@@ -671,10 +589,6 @@ mod tests {
             b"[]",
             br#"{"Pod":{}}"#,
             br#"{"NodeNames":[1]}"#,
-            br#"{"NodeNames":["a",1]}"#,
-            br#"{"NodeNames":["a",null]}"#,
-            br#"{"NodeNames":{"a":1}}"#,
-            br#"{"NodeNames":["a"}"#,
             br#"{"Nodes":{"items":[1]}}"#,
             br#"{"Nodes":{"items":[{"metadata":{}}]}}"#,
             br#"{"Pod":{"metadata":{"labels":{"telemetry-policy":3}}},"NodeNames":[]}"#,
