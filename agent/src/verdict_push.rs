@@ -1,6 +1,6 @@
 //! Which publications go to the coordinators at once. Published metrics reach the coordinator
 //! replicas by gossip's epidemic: p99 1.3-1.8 s to both replicas at 10-1,000 members with 1 s
-//! rounds (docs/scale.md, "End-to-end freshness"). Most changes only move a prioritize score and
+//! rounds (docs/scale.md, "Freshness, measured"). Most changes only move a prioritize score and
 //! can wait for it. A change that flips whether this node breaks a policy's dontschedule rules
 //! flips the extender's filter answer for the node, so the collection loop starts an exchange
 //! with each live observer right after publishing it
