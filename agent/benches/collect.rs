@@ -1,7 +1,9 @@
 //! One full `Collector::sample` (procfs, PSI, hwmon, resctrl, and cgroup v2 figures of 100 pods)
 //! over a copy of the `host-a` fixture with 100 generated pod cgroups, as the agent runs it every
 //! second on every node. Inputs are built outside the timing; the collector is warmed (previous
-//! readings and pod directories known), as in steady state.
+//! readings and pod directories known), as in steady state. Beside it, what the collection loop
+//! adds to each pass after sampling: choosing what to publish (the deadband) and checking whether
+//! the published values flip a dontschedule verdict (`verdict_push`, with the seed policy).
 //!
 //! Run: `cargo bench -p telemesh-agent --bench collect`.
 
@@ -10,7 +12,12 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
+use kube::runtime::reflector;
+use kube::runtime::watcher::Event;
 use telemesh_agent::collect::{Collector, CollectorConfig, PodRef};
+use telemesh_agent::publish::{Deadband, Publisher};
+use telemesh_agent::verdict_push::VerdictWatch;
+use telemesh_core::policy::{TASPolicy, Unknown};
 use telemesh_core::testing::copy_tree;
 
 const PODS: usize = 100;
@@ -58,5 +65,33 @@ fn sample(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, sample);
+/// The loop's work after a sample: the deadband's selection and the verdict check on what was
+/// published, with the seed policy in the policy watch.
+fn publish_and_verdicts(c: &mut Criterion) {
+    let tmp = tempfile::tempdir().expect("temp dir for the bench host");
+    let pods = host_with_pods(tmp.path()).expect("bench host tree");
+    let mut collector = Collector::new(CollectorConfig::with_root(tmp.path()));
+    let start = Instant::now();
+    collector.sample(start, &pods);
+    let samples = collector
+        .sample(start + Duration::from_secs(1), &pods)
+        .samples;
+    let seed = include_str!("../../deploy/examples/scheduling-policy.yaml");
+    let policy: TASPolicy = serde_yaml_ng::from_str(seed).expect("the seed policy parses");
+    let (store, mut writer) = reflector::store::<TASPolicy>();
+    writer.apply_watcher_event(&Event::Apply(policy));
+    let mut publisher = Publisher::new(Deadband::default());
+    let mut verdicts = VerdictWatch::default();
+    let mut now = tokio::time::Instant::now();
+    c.bench_function("collect/publish_and_verdicts", |b| {
+        b.iter(|| {
+            now += Duration::from_secs(1);
+            let selection = publisher.select(black_box(&samples), now);
+            let flipped = verdicts.flipped(&store, &publisher.published(), Unknown::NotViolating);
+            black_box((selection, flipped))
+        })
+    });
+}
+
+criterion_group!(benches, sample, publish_and_verdicts);
 criterion_main!(benches);
