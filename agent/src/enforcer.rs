@@ -305,11 +305,17 @@ pub async fn run(inputs: Inputs, stop: CancellationToken) {
                 &refusals,
             )
             .await;
-            writes.note(&result, "writing the policy status");
+            let sent = *result.as_ref().unwrap_or(&Sent::Answered);
+            writes.note(&result, sent, "writing the policy status");
         }
         if writes.open() {
+            let sent = if labeler.needs_request(&desired) {
+                Sent::Answered
+            } else {
+                Sent::Nothing
+            };
             let result = labeler.sync(&desired).await;
-            writes.note(&result, "writing policy labels");
+            writes.note(&result, sent, "writing policy labels");
             match result {
                 Ok(change) if !change.is_empty() => {
                     record_label_events(&recorder, &node_ref, &change, &reasons, &label_reasons)
@@ -336,7 +342,7 @@ pub async fn run(inputs: Inputs, stop: CancellationToken) {
             let result = if writes.open() {
                 let result =
                     crate::recovery::announce(&Api::<Node>::all(client.clone()), &node_name).await;
-                writes.note(&result, "writing the recovery annotation");
+                writes.note(&result, Sent::Answered, "writing the recovery annotation");
                 result.is_ok()
             } else {
                 false
@@ -380,6 +386,15 @@ pub async fn run(inputs: Inputs, stop: CancellationToken) {
 }
 
 /// One pass's writes behind the agent's backoff ([`crate::api_backoff`]).
+/// Whether a write went to the API server (and, given an `Ok`, was answered).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Sent {
+    /// A request went out.
+    Answered,
+    /// Nothing needed writing: no request.
+    Nothing,
+}
+
 struct Writes<'a> {
     backoff: &'a SharedApiBackoff,
     open: bool,
@@ -400,9 +415,14 @@ impl<'a> Writes<'a> {
     /// Notes what a write's result says about the API server (and logs a failure): an
     /// unavailable server closes the pass and backs off; an answer, even a refusal, resets the
     /// backoff.
-    fn note<T>(&mut self, result: &Result<T, kube::Error>, what: &'static str) {
+    fn note<T>(&mut self, result: &Result<T, kube::Error>, sent: Sent, what: &'static str) {
         let Err(e) = result else {
-            self.backoff.lock().succeeded();
+            // Only an answer says the server is back: a writer with nothing to send must not
+            // reset the wait another writer's failure started, or a down server gets a request
+            // every pass (seen: the labeler's node read every 0.9 s through a 60 s outage).
+            if sent == Sent::Answered {
+                self.backoff.lock().succeeded();
+            }
             return;
         };
         match api_backoff::unavailable(e) {
@@ -444,7 +464,7 @@ async fn sync_status(
     entry: Option<NodeViolation>,
     written: &mut HashMap<String, Option<NodeViolation>>,
     refusals: &Refusals,
-) -> Result<(), kube::Error> {
+) -> Result<Sent, kube::Error> {
     let key = policy.key();
     let status = raw.status.clone().unwrap_or_default();
     let stored = status.nodes.get(node_name);
@@ -461,7 +481,7 @@ async fn sync_status(
     let problems_ok = status.problems == problems;
     if entry_ok && problems_ok {
         written.insert(key, stored.cloned().or(entry));
-        return Ok(());
+        return Ok(Sent::Nothing);
     }
     let mut entry = entry;
     if !entry_ok && let Some(e) = entry.as_mut() {
@@ -477,7 +497,7 @@ async fn sync_status(
     );
     if let Err(e) = scope::status_patch(node_name, &key, &patch) {
         refusals.refuse(&e);
-        return Ok(());
+        return Ok(Sent::Nothing);
     }
     let api: Api<TASPolicy> = Api::namespaced(client.clone(), &policy.namespace);
     match api
@@ -486,7 +506,7 @@ async fn sync_status(
     {
         Ok(_) => {
             written.insert(key, entry);
-            Ok(())
+            Ok(Sent::Answered)
         }
         Err(e) => {
             written.remove(&key);
@@ -578,6 +598,21 @@ async fn sync_gossip(
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    /// A writer with nothing to send leaves the wait another writer's failure started: only an
+    /// answered request resets it.
+    #[test]
+    fn only_an_answered_write_resets_the_backoff() {
+        let backoff = SharedApiBackoff::default();
+        backoff
+            .lock()
+            .failed(Instant::now(), None, api_backoff::draw());
+        let mut writes = Writes::begin(&backoff);
+        writes.note(&Ok::<_, kube::Error>(()), Sent::Nothing, "nothing to write");
+        assert_eq!(backoff.lock().failures(), 1, "a no-op reset the backoff");
+        writes.note(&Ok::<_, kube::Error>(()), Sent::Answered, "a write");
+        assert_eq!(backoff.lock().failures(), 0);
+    }
 
     #[test]
     fn status_patches_name_this_nodes_entry_only() {

@@ -96,6 +96,14 @@ impl Labeler {
         }
     }
 
+    /// Whether [`Self::sync`] with `desired` would send a request (it reads the node when it
+    /// does not know its labels yet, and patches only a change).
+    pub fn needs_request(&self, desired: &BTreeMap<String, String>) -> bool {
+        self.owned
+            .as_ref()
+            .is_none_or(|owned| !LabelChange::between(owned, desired).is_empty())
+    }
+
     /// Makes the node carry exactly `desired` among the labels this agent owns; returns what
     /// changed (empty when nothing did, without any request after the first). On error nothing
     /// is remembered, so the next call tries again.

@@ -238,7 +238,16 @@ async fn seed_policies_label_evict_and_clean_up_across_a_restart() {
     })
     .await;
     eprintln!("linked pods gone after: {:?}", crossed.elapsed());
-    let evicted = events(&client, NS, "Evicted", "linked-1").await;
+    // The agent records the Event after the eviction is answered, so the pod can be gone from
+    // the list before its Event is written.
+    let evicted = eventually("linked-1's Evicted event", WAIT, || {
+        let client = client.clone();
+        async move {
+            let evicted = events(&client, NS, "Evicted", "linked-1").await;
+            (!evicted.is_empty()).then_some(evicted)
+        }
+    })
+    .await;
     assert_eq!(evicted.len(), 1, "{evicted:?}");
     let note = evicted[0].note.clone().unwrap_or_default();
     assert!(
@@ -267,7 +276,15 @@ async fn seed_policies_label_evict_and_clean_up_across_a_restart() {
     assert_eq!(status.rules[0].metricname, "node_metric");
     assert_eq!(status.rules[0].value, Some(-1.0));
     assert!(status.since.is_some());
-    let label_events = events(&client, "default", "TelemetryLabelSet", "sim-node-0").await;
+    // Recorded after the label write, like the eviction's Event.
+    let label_events = eventually("sim-node-0's TelemetryLabelSet event", WAIT, || {
+        let client = client.clone();
+        async move {
+            let events = events(&client, "default", "TelemetryLabelSet", "sim-node-0").await;
+            (!events.is_empty()).then_some(events)
+        }
+    })
+    .await;
     assert_eq!(label_events.len(), 1, "{label_events:?}");
 
     // The budget-protected pod waits: its evictions are refused, not forced.
