@@ -1,7 +1,7 @@
 //! The collection loop: sample the node every interval, import local Prometheus endpoints,
 //! publish what changed to gossip (and push it to the coordinators at once when it flips a
-//! dontschedule verdict: [`crate::verdict_push`]), hand the figures to the policy, reward and QUIC readers, and
-//! keep the gossip gauges and the readiness flag current.
+//! dontschedule verdict: [`crate::verdict_push`]), hand the figures to the policy, reward and
+//! QUIC readers, and keep the gossip gauges and the readiness flag current.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

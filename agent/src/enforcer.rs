@@ -385,7 +385,6 @@ pub async fn run(inputs: Inputs, stop: CancellationToken) {
     }
 }
 
-/// One pass's writes behind the agent's backoff ([`crate::api_backoff`]).
 /// Whether a write went to the API server (and, given an `Ok`, was answered).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Sent {
@@ -395,6 +394,7 @@ enum Sent {
     Nothing,
 }
 
+/// One pass's writes behind the agent's backoff ([`crate::api_backoff`]).
 struct Writes<'a> {
     backoff: &'a SharedApiBackoff,
     open: bool,
