@@ -13,10 +13,11 @@ use tokio_util::sync::CancellationToken;
 pub fn watch_node_pods(client: Client, node_name: &str, stop: CancellationToken) -> Store<Pod> {
     let (reader, writer) = reflector::store::<Pod>();
     let config = watcher::Config::default().fields(&format!("spec.nodeName={node_name}"));
-    let stream = backoff(reflector(writer, watcher(Api::<Pod>::all(client), config)))
-        // Managed fields are large and never read here.
-        .modify(|pod| pod.metadata.managed_fields = None)
-        .applied_objects();
+    // Managed fields are large and never read here. Dropped before the reflector, so that the
+    // store does not keep them: a `modify` after it changes only what flows on.
+    let pods =
+        watcher(Api::<Pod>::all(client), config).modify(|pod| pod.metadata.managed_fields = None);
+    let stream = backoff(reflector(writer, pods)).applied_objects();
     let node = node_name.to_owned();
     tokio::spawn(async move {
         let mut stream = std::pin::pin!(stream);
@@ -76,6 +77,20 @@ mod tests {
             .await;
         assert_eq!(refs.len(), 1);
         assert_eq!(refs[0].1, "mine");
+        // The API server records who wrote the pod; the store keeps none of it.
+        let written = pods.get("mine").await.unwrap();
+        assert!(
+            written
+                .metadata
+                .managed_fields
+                .is_some_and(|m| !m.is_empty())
+        );
+        assert!(
+            store
+                .state()
+                .iter()
+                .all(|p| p.metadata.managed_fields.is_none())
+        );
         stop.cancel();
     }
 }

@@ -15,12 +15,10 @@ use tokio_util::sync::CancellationToken;
 /// Starts a reflector of all TASPolicies; returns its store. The task ends with `stop`.
 pub fn watch_policies(client: Client, stop: CancellationToken) -> Store<TASPolicy> {
     let (reader, writer) = reflector::store::<TASPolicy>();
-    let stream = backoff(reflector(
-        writer,
-        watcher(Api::<TASPolicy>::all(client), watcher::Config::default()),
-    ))
-    .modify(|p| p.metadata.managed_fields = None)
-    .applied_objects();
+    // Dropped before the reflector, so that the store does not keep them (pods.rs).
+    let policies = watcher(Api::<TASPolicy>::all(client), watcher::Config::default())
+        .modify(|p| p.metadata.managed_fields = None);
+    let stream = backoff(reflector(writer, policies)).applied_objects();
     tokio::spawn(async move {
         let mut stream = std::pin::pin!(stream);
         // A missing CRD fails every retry: warn when the watch starts failing, not per retry.
@@ -72,5 +70,57 @@ impl Compiled {
         self.by_key = seen;
         out.sort_by(|a, b| (&a.1.namespace, &a.1.name).cmp(&(&b.1.namespace, &b.1.name)));
         out
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use std::time::Duration;
+
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    use kube::api::PostParams;
+    use serde_json::json;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn the_store_keeps_no_managed_fields() {
+        let sim = telemesh_sim::Sim::start(Default::default()).await.unwrap();
+        let client = sim.client().await.unwrap();
+        let crd: CustomResourceDefinition =
+            serde_yaml_ng::from_str(telemesh_core::policy::crd::CRD_YAML).unwrap();
+        Api::<CustomResourceDefinition>::all(client.clone())
+            .create(&PostParams::default(), &crd)
+            .await
+            .unwrap();
+        let api: Api<TASPolicy> = Api::default_namespaced(client.clone());
+        let policy: TASPolicy = serde_json::from_value(json!({
+            "apiVersion": "telemetry.intel.com/v1alpha1", "kind": "TASPolicy",
+            "metadata": {"name": "p"},
+            "spec": {"strategies": {"dontschedule": {"rules": [
+                {"metricname": "node_load1", "operator": "GreaterThan", "target": 8}
+            ]}}}
+        }))
+        .unwrap();
+        api.create(&PostParams::default(), &policy).await.unwrap();
+        let written = api.get("p").await.unwrap();
+        assert!(
+            written
+                .metadata
+                .managed_fields
+                .is_some_and(|m| !m.is_empty())
+        );
+
+        let stop = CancellationToken::new();
+        let store = watch_policies(client, stop.clone());
+        let held = telemesh_core::testing::eventually("the policy", Duration::from_secs(5), || {
+            let held = store.state();
+            async move { (!held.is_empty()).then_some(held) }
+        })
+        .await;
+        assert_eq!(held[0].name_any(), "p");
+        assert!(held[0].metadata.managed_fields.is_none());
+        stop.cancel();
     }
 }
