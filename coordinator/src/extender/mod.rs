@@ -37,7 +37,7 @@ use telemesh_core::extender::{ExtenderFilterResult, ExtenderPreemptionArgs};
 use telemesh_core::policy::{Policy, Unknown};
 
 use self::filter::FilterDecision;
-use self::parse::{Candidates, ParseError};
+use self::parse::{Candidates, NodeName, ParseError};
 use self::pods::ScavengerPods;
 use self::preempt::{KeepVictims, RankEffect, VictimRanker};
 use self::reward::RewardSettings;
@@ -376,7 +376,7 @@ impl Extender {
             .unwrap_or_default();
         let candidates = Candidates::Names(
             preempt::candidate_nodes(&args)
-                .map(std::borrow::Cow::Borrowed)
+                .map(|name| NodeName::Decoded(std::borrow::Cow::Borrowed(name)))
                 .collect(),
         );
         let Refused {
@@ -473,14 +473,33 @@ fn push_str(out: &mut Vec<u8>, s: &str) {
         .bytes()
         .fold(true, |ok, b| ok & (b >= 0x20) & (b != b'"') & (b != b'\\'));
     if plain {
-        out.reserve(s.len() + 2);
-        out.push(b'"');
-        out.extend_from_slice(s.as_bytes());
-        out.push(b'"');
+        push_quoted(out, s);
         return;
     }
     // Writing a &str to a Vec cannot fail.
     let _ = serde_json::to_writer(&mut *out, s);
+}
+
+/// Writes `"s"`: `s` must need no escaping.
+#[inline]
+fn push_quoted(out: &mut Vec<u8>, s: &str) {
+    out.reserve(s.len() + 2);
+    out.push(b'"');
+    out.extend_from_slice(s.as_bytes());
+    out.push(b'"');
+}
+
+/// Writes the `i`th candidate's name as a JSON string: one copy, without looking at its bytes,
+/// when the body had it verbatim.
+#[inline]
+fn push_candidate(out: &mut Vec<u8>, candidates: &Candidates<'_>, i: usize) {
+    match candidates {
+        Candidates::Names(names) => match &names[i] {
+            NodeName::Verbatim(s) => push_quoted(out, s),
+            NodeName::Decoded(s) => push_str(out, s),
+        },
+        Candidates::Nodes(nodes) => push_str(out, &nodes[i].name),
+    }
 }
 
 /// Writes an `ExtenderFilterResult` in the request's mode: raw Node objects echoed back in
@@ -491,13 +510,13 @@ fn encode_filter(candidates: &Candidates<'_>, decision: &FilterDecision) -> Vec<
         Candidates::Nodes(n) => 128 + n.iter().map(|r| r.raw.get().len() + 1).sum::<usize>(),
     });
     match candidates {
-        Candidates::Names(names) => {
+        Candidates::Names(_) => {
             out.extend_from_slice(br#"{"Nodes":null,"NodeNames":["#);
             for (k, &i) in decision.passed.iter().enumerate() {
                 if k > 0 {
                     out.push(b',');
                 }
-                push_str(&mut out, &names[i]);
+                push_candidate(&mut out, candidates, i);
             }
             out.extend_from_slice(b"]");
         }
@@ -550,7 +569,7 @@ fn push_failed(
             out.push(b',');
         }
         first = false;
-        push_str(out, candidates.name(*i));
+        push_candidate(out, candidates, *i);
         out.push(b':');
         push_str(out, reason);
     }
@@ -565,7 +584,7 @@ fn encode_priorities(candidates: &Candidates<'_>, scores: &[u8]) -> Vec<u8> {
             out.push(b',');
         }
         out.extend_from_slice(br#"{"Host":"#);
-        push_str(&mut out, candidates.name(i));
+        push_candidate(&mut out, candidates, i);
         out.extend_from_slice(br#","Score":"#);
         // Scores are 0..=10.
         match *score {

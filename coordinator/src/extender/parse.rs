@@ -128,11 +128,36 @@ pub struct RawNode<'a> {
     pub raw: &'a RawValue,
 }
 
+/// A candidate's name in a nodeCacheCapable request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NodeName<'a> {
+    /// Borrowed from the body, where it was written without escapes (serde_json borrows a string
+    /// only then, and refuses raw control characters): `"` + this + `"` is its JSON, so the reply
+    /// copies it back without looking at its bytes.
+    Verbatim(&'a str),
+    /// Decoded from escapes, or taken from a parsed object: written back through the encoder.
+    Decoded(Cow<'a, str>),
+}
+
+// === impl NodeName ===
+
+impl std::ops::Deref for NodeName<'_> {
+    type Target = str;
+
+    #[inline]
+    fn deref(&self) -> &str {
+        match self {
+            Self::Verbatim(s) => s,
+            Self::Decoded(s) => s,
+        }
+    }
+}
+
 /// The candidate nodes.
 #[derive(Debug, Clone)]
 pub enum Candidates<'a> {
     /// nodeCacheCapable: names only.
-    Names(Vec<Cow<'a, str>>),
+    Names(Vec<NodeName<'a>>),
     /// Full Node objects.
     Nodes(Vec<RawNode<'a>>),
 }
@@ -225,7 +250,7 @@ pub fn parse_args(body: &[u8]) -> Result<Args<'_>, ParseError> {
 struct RawArgs<'a> {
     pod: Option<PodInfo<'a>>,
     nodes: Option<Vec<&'a RawValue>>,
-    node_names: Option<Vec<Cow<'a, str>>>,
+    node_names: Option<Vec<NodeName<'a>>>,
 }
 
 impl<'de> Deserialize<'de> for RawArgs<'de> {
@@ -250,9 +275,7 @@ impl<'de> Deserialize<'de> for RawArgs<'de> {
                             .next_value::<Option<NodeListWire<'de>>>()?
                             .map(|l| l.items);
                     } else if key_is(&key, "NodeNames") {
-                        out.node_names = map
-                            .next_value::<Option<Vec<Str<'de>>>>()?
-                            .map(|v| v.into_iter().map(|s| s.0).collect());
+                        out.node_names = map.next_value::<Option<Vec<NodeName<'de>>>>()?;
                     } else {
                         map.next_value::<IgnoredAny>()?;
                     }
@@ -261,6 +284,15 @@ impl<'de> Deserialize<'de> for RawArgs<'de> {
             }
         }
         d.deserialize_map(V)
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for NodeName<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Ok(match Key::deserialize(d)?.0 {
+            Cow::Borrowed(s) => NodeName::Verbatim(s),
+            decoded => NodeName::Decoded(decoded),
+        })
     }
 }
 
@@ -563,6 +595,12 @@ mod tests {
         assert_eq!(args.pod.namespace, "ns");
         assert!(matches!(args.pod.namespace, Cow::Borrowed(_)));
         assert_eq!(args.candidates.names(), ["n1", "né"]);
+        // Only the name written without escapes is verbatim: the reply copies it as it is.
+        let Candidates::Names(names) = &args.candidates else {
+            panic!("names mode: {:?}", args.candidates)
+        };
+        assert_eq!(names[0], NodeName::Verbatim("n1"));
+        assert!(matches!(names[1], NodeName::Decoded(_)));
     }
 
     #[test]

@@ -175,6 +175,39 @@ fn a_filter_that_removes_nodes_is_recorded_for_the_page_with_its_reasons() {
 }
 
 #[test]
+fn names_come_back_as_sent_whether_or_not_they_were_escaped() {
+    // Names written verbatim are copied back; the others (an escaped quote, a \u escape, a
+    // control character) go through the encoder. Both verbs, refused nodes' reasons too.
+    let names = ["n1", "n\"q", "n\u{e9}", "n\u{1}", "n2"];
+    let ext = fresh(&[("n1", 50.0), ("n\"q", 5.0), ("n\u{e9}", 20.0), ("n2", 30.0)]);
+    let body = names_args(POLICY, &names);
+    let text = String::from_utf8(body.clone()).unwrap();
+    assert!(
+        text.contains(r#""n\"q""#) && text.contains(r#""n\u0001""#),
+        "{text}"
+    );
+    let r = filter_result(&ext.filter(&body));
+    assert_eq!(
+        r.node_names,
+        Some(vec![
+            "n1".into(),
+            "n\u{e9}".into(),
+            "n\u{1}".into(),
+            "n2".into()
+        ])
+    );
+    assert_eq!(
+        r.failed_and_unresolvable_nodes.keys().collect::<Vec<_>>(),
+        ["n\"q"]
+    );
+    let hosts: Vec<String> = priorities(&ext.prioritize(&body))
+        .into_iter()
+        .map(|(host, _)| host)
+        .collect();
+    assert_eq!(hosts, names);
+}
+
+#[test]
 fn full_node_requests_round_trip_the_real_types() {
     let ext = fresh(&[("n1", 50.0), ("n2", 5.0)]);
     let h = ext.filter(&full_args(POLICY, &["n1", "n2"]));
@@ -1194,8 +1227,8 @@ mod located {
                 // Columns built ahead, from the previous snapshot's requests.
                 view.warm_like(&previous);
             }
-            let names: Vec<std::borrow::Cow<'_, str>> = (0..next() % 50)
-                .map(|_| format!("n{}", next() % (n + 5)).into())
+            let names: Vec<NodeName<'_>> = (0..next() % 50)
+                .map(|_| NodeName::Decoded(format!("n{}", next() % (n + 5)).into()))
                 .collect();
             let candidates = Candidates::Names(names);
             let positions = view.locate((0..candidates.len()).map(|i| candidates.name(i)));
