@@ -9,8 +9,9 @@
 #   SCALING_README=0 scripts/scaling.sh                 # leave README.md as it is
 #
 # Benches build with the bench profile as released (fat LTO: the first build takes about 15
-# minutes on 2 cores); SCALING_QUICK=1 builds without LTO for a quicker, slower-code look (the
-# caption above the table says which, with the load average). A full run at
+# minutes on 2 cores); SCALING_QUICK=1 builds the benches without LTO for a quicker, slower-code
+# look (the caption above the table says which, with the load average). The agent whose footprint
+# is measured is always built as shipped (the `agent` profile). A full run at
 # 1,000 members takes about 40 minutes on 2 cores: the 1,000-member gossip run alone is ~11
 # minutes of wall clock on its paused clock. Run it on an otherwise idle machine: the agent's CPU
 # and the extender's latencies are wall-clock figures.
@@ -26,9 +27,9 @@ mkdir -p "$out/raw"
 
 if [[ ${SCALING_QUICK:-0} == 1 ]]; then
     export CARGO_PROFILE_BENCH_LTO=off CARGO_PROFILE_BENCH_CODEGEN_UNITS=16
-    profile="bench profile without LTO (SCALING_QUICK=1), not the released code"
+    profile="benches without LTO (SCALING_QUICK=1), not the released code; the agent as shipped (\`agent\` profile)"
 else
-    profile="bench profile as released (fat LTO)"
+    profile="bench profile as released (fat LTO); the agent as shipped (\`agent\` profile)"
 fi
 
 comma() { tr ' ' ',' <<<"$*"; }
@@ -47,13 +48,18 @@ run() {
 wants() { [[ " $only " == *" $1 "* ]]; }
 
 if wants footprint; then
+    # The agent measured is the one shipped (the `agent` profile, agent/Containerfile), not the
+    # bench profile's build of it, which unwinds on panic and carries more code; SCALING_QUICK
+    # does not change it, since its code pages are part of what is measured.
+    cargo build -q --profile agent -p telemesh-agent --bin telemesh-agent
+    agent=$(realpath "${CARGO_TARGET_DIR:-target}/agent/telemesh-agent")
     : >"$out/raw/footprint.txt.all"
     for n in $members; do
         # Above 100 members the in-process peers gossip every 5 s so that 2 cores keep them all
         # alive (agent/benches/footprint.rs); the agent itself runs at 1 s as in production.
         interval=1000
         ((n > 100)) && interval=5000
-        run "footprint-$n" env MEMBERS="$n" PEER_INTERVAL_MS="$interval" \
+        run "footprint-$n" env MEMBERS="$n" PEER_INTERVAL_MS="$interval" FOOTPRINT_AGENT="$agent" \
             cargo bench -q -p telemesh-agent --bench footprint
         cat "$out/raw/footprint-$n.txt" >>"$out/raw/footprint.txt.all"
     done

@@ -275,9 +275,9 @@ async fn run() {
     // --massif-out-file=target/massif.agent" (heap by allocation site) or "valgrind
     // --tool=callgrind --callgrind-out-file=target/callgrind.agent" (instructions by function);
     // the RSS and CPU printed are then the profiler's, not the agent's.
-    // FOOTPRINT_AGENT measures another build of the agent, e.g. the released artefact
-    // (`cargo build --release -p telemesh-agent`: fat LTO, as shipped) while this bench is
-    // built without LTO.
+    // FOOTPRINT_AGENT measures another build of the agent, e.g. the shipped artefact
+    // (`cargo build --profile agent -p telemesh-agent`: fat LTO, panics abort) while this bench
+    // is built without LTO; scripts/scaling.sh measures that one.
     let agent = std::env::var("FOOTPRINT_AGENT")
         .unwrap_or_else(|_| env!("CARGO_BIN_EXE_telemesh-agent").to_owned());
     let wrapper = std::env::var("FOOTPRINT_WRAPPER").unwrap_or_default();

@@ -148,6 +148,22 @@ fn every_binary_has_a_containerfile_that_builds_and_runs_it_as_non_root() {
             bins.iter().any(|b| b == bin),
             "{dir}: --bin {bin} is not one of {bins:?}"
         );
+        // The binary copied out is the one the build wrote: cargo's output directory is named
+        // after the profile (`dev` writes to `debug`).
+        let out_dir = match flag(build, "--profile") {
+            Some("dev") => "debug",
+            Some(profile) => profile,
+            None if build.split_whitespace().any(|w| w == "--release") => "release",
+            None => "debug",
+        };
+        let built = format!("target/{out_dir}/{bin}");
+        let copied = lines
+            .iter()
+            .any(|l| l.split_whitespace().any(|w| w == built));
+        assert!(
+            copied,
+            "{dir}/Containerfile does not copy {built} out of its build"
+        );
         let entrypoint = lines
             .iter()
             .rfind(|l| l.starts_with("ENTRYPOINT"))
