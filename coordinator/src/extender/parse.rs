@@ -287,6 +287,8 @@ impl<'de> Deserialize<'de> for RawArgs<'de> {
     }
 }
 
+// Only `parse_args` deserializes names, and only from JSON: `Verbatim` relies on serde_json
+// lending a string only when the body has it without escapes or control characters.
 impl<'de: 'a, 'a> Deserialize<'de> for NodeName<'a> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         Ok(match Key::deserialize(d)?.0 {
