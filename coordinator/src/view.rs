@@ -29,7 +29,8 @@
 //!   order, per node, in O(changes). One gossip message's keys arrive under one lock, so a burst
 //!   costs one publication; waiting for the tick instead added up to a tick to every change's
 //!   way to the extender (docs/scale.md, "Freshness");
-//! - membership events (joined, departed, left): liveness and gossip address;
+//! - membership events (joined, departed, left): liveness and gossip address. Only they (and the
+//!   resync) make a member live: one first seen through its keys is `Dead` until its `Joined`;
 //! - a periodic full resync (default 30 s, and whenever the event stream lagged) that re-reads
 //!   every member. Gossip does not report deleted keys, so a metric an agent stopped publishing
 //!   stays until the next resync; it is not refreshed either, so it turns stale, and stale
@@ -1042,11 +1043,15 @@ fn apply_changes(
         by_node.entry(&change.node).or_default().push(change);
     }
     for (node, changes) in by_node {
+        // Keys reach us before the failure detector has heard the member twice, and a freshly
+        // started replica also hears the keys of members that died within the grace period
+        // (peers still gossip their state). Only the detector decides liveness: until its
+        // `Joined`, the member is `Dead`, as a resync reads it, so both paths agree.
         let entry = working.entry(Arc::from(node)).or_insert_with(|| {
             Arc::new(NodeEntry::new(
                 node,
                 changes[0].generation,
-                Liveness::Live,
+                Liveness::Dead,
                 NodeState::default(),
             ))
         });
@@ -1057,10 +1062,16 @@ fn apply_changes(
                 continue;
             }
             if change.generation > e.generation {
-                // A restarted agent: its old keys are gone with the old generation.
+                // A restarted agent: its old keys are gone with the old generation, and the
+                // new generation is live once the failure detector has heard it (`Joined`).
                 folded.reward_types_changed |= !e.rewards.is_empty();
                 folded.scavengers_changed |= !e.state.scavengers.is_empty();
-                *e = NodeEntry::new(node, change.generation, e.liveness, NodeState::default());
+                *e = NodeEntry::new(
+                    node,
+                    change.generation,
+                    Liveness::Dead,
+                    NodeState::default(),
+                );
             }
             if &*change.key == QUIC_ADDR_KEY {
                 e.quic_addr = change.value.parse().ok();
@@ -1156,7 +1167,14 @@ mod tests {
         assert_eq!(n1.metric("node_metric").unwrap().measured_at_ms, 2000);
         assert_eq!(n1.quic_addr, Some("127.0.0.1:7443".parse().unwrap()));
         assert_eq!(n1.state.violations["ns/p"], "dontschedule");
-        // An older generation's change is ignored, a newer one starts the node afresh.
+        assert_eq!(
+            n1.liveness,
+            Liveness::Dead,
+            "keys alone do not make a member live: the failure detector's Joined does"
+        );
+        Arc::make_mut(working.get_mut("n1").unwrap()).liveness = Liveness::Live;
+        // An older generation's change is ignored, a newer one starts the node afresh (and
+        // not live: the detector has not heard the new generation yet).
         apply_changes(
             &mut working,
             vec![
@@ -1167,6 +1185,7 @@ mod tests {
         assert_eq!(working["n2"].metric("cpu").unwrap().value, 1.0);
         assert!(working["n1"].metric("metric").is_none());
         assert_eq!(working["n1"].generation, 2);
+        assert_eq!(working["n1"].liveness, Liveness::Dead);
     }
 
     #[test]
