@@ -6,6 +6,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::reflector::{self, Store, reflector};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
+use telemesh_core::store_watch::watcher_for_store;
 use telemesh_core::watch_backoff::backoff;
 use tokio_util::sync::CancellationToken;
 
@@ -13,10 +14,7 @@ use tokio_util::sync::CancellationToken;
 pub fn watch_node_pods(client: Client, node_name: &str, stop: CancellationToken) -> Store<Pod> {
     let (reader, writer) = reflector::store::<Pod>();
     let config = watcher::Config::default().fields(&format!("spec.nodeName={node_name}"));
-    // Managed fields are large and never read here. Dropped before the reflector, so that the
-    // store does not keep them: a `modify` after it changes only what flows on.
-    let pods =
-        watcher(Api::<Pod>::all(client), config).modify(|pod| pod.metadata.managed_fields = None);
+    let pods = watcher_for_store(Api::<Pod>::all(client), config);
     let stream = backoff(reflector(writer, pods)).applied_objects();
     let node = node_name.to_owned();
     tokio::spawn(async move {

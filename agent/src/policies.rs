@@ -9,15 +9,14 @@ use kube::runtime::reflector::{self, Store, reflector};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, ResourceExt as _};
 use telemesh_core::policy::{Policy, TASPolicy};
+use telemesh_core::store_watch::watcher_for_store;
 use telemesh_core::watch_backoff::backoff;
 use tokio_util::sync::CancellationToken;
 
 /// Starts a reflector of all TASPolicies; returns its store. The task ends with `stop`.
 pub fn watch_policies(client: Client, stop: CancellationToken) -> Store<TASPolicy> {
     let (reader, writer) = reflector::store::<TASPolicy>();
-    // Dropped before the reflector, so that the store does not keep them (pods.rs).
-    let policies = watcher(Api::<TASPolicy>::all(client), watcher::Config::default())
-        .modify(|p| p.metadata.managed_fields = None);
+    let policies = watcher_for_store(Api::<TASPolicy>::all(client), watcher::Config::default());
     let stream = backoff(reflector(writer, policies)).applied_objects();
     tokio::spawn(async move {
         let mut stream = std::pin::pin!(stream);

@@ -186,7 +186,7 @@ where
     let task = tokio::spawn(async move {
         let mut changes = telemesh_core::watch_backoff::backoff(reflector::reflector(
             writer,
-            watcher::watcher(api, watcher::Config::default()),
+            telemesh_core::store_watch::watcher_for_store(api, watcher::Config::default()),
         ))
         .touched_objects()
         .boxed();
@@ -209,6 +209,7 @@ where
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering};
@@ -268,5 +269,39 @@ mod tests {
             leader_lease_duration: Duration::from_millis(100),
         });
         assert_eq!(s.duration, Duration::from_secs(2));
+    }
+
+    /// The leader's stores hold every pod and node of the cluster: without the managed fields
+    /// the API server records on each.
+    #[tokio::test]
+    async fn reflected_stores_keep_no_managed_fields() {
+        use k8s_openapi::api::core::v1::Pod;
+        use kube::api::PostParams;
+
+        let sim = telemesh_sim::Sim::start(Default::default()).await.unwrap();
+        let client = sim.client().await.unwrap();
+        let pods = kube::Api::<Pod>::default_namespaced(client.clone());
+        let pod: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "p"},
+            "spec": {"containers": [{"name": "c", "image": "i"}]}
+        }))
+        .unwrap();
+        pods.create(&PostParams::default(), &pod).await.unwrap();
+        let written = pods.get("p").await.unwrap();
+        assert!(
+            written
+                .metadata
+                .managed_fields
+                .is_some_and(|m| !m.is_empty()),
+            "the API server records who wrote the pod"
+        );
+        let term = CancellationToken::new();
+        let (store, task) = reflect(pods, "pods", None, term.clone());
+        store.wait_until_ready().await.unwrap();
+        let held = store.state();
+        assert_eq!(held.len(), 1);
+        assert!(held[0].metadata.managed_fields.is_none());
+        term.cancel();
+        task.await.unwrap();
     }
 }

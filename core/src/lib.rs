@@ -23,6 +23,7 @@ pub mod reload;
 pub mod reward;
 pub mod scavenge;
 pub mod shutdown;
+pub mod store_watch;
 pub mod telemetry;
 pub mod testing;
 pub mod tls_reload;

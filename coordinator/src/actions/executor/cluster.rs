@@ -339,7 +339,7 @@ impl PodWatch {
             async move {
                 let mut events = telemesh_core::watch_backoff::backoff(reflector::reflector(
                     writer,
-                    watcher::watcher(api, config),
+                    telemesh_core::store_watch::watcher_for_store(api, config),
                 ))
                 .boxed();
                 while let Some(event) = events.next().await {
