@@ -37,5 +37,16 @@ if ! command -v chromium >/dev/null 2>&1 && [ -z "${TELEMESH_CHROMIUM:-}" ]; the
   fi
 fi
 
+# The tests on a real control plane (etcd, kube-apiserver, kube-controller-manager and
+# kube-scheduler v1.36) use $TELEMESH_CONTROL_PLANE, a folder of those executables (any upstream
+# v1.33+ release binaries), else the xz-compressed copies our machines keep beside the workspace,
+# unpacked once into target/control-plane (shared/ is read-only in CI). Without either, those
+# tests say SKIPPED.
+if [ -z "${TELEMESH_CONTROL_PLANE:-}" ] && [ -f ../shared/tools/control-plane/unpack.sh ]; then
+  echo "unpacking the control-plane binaries from ../shared/tools/control-plane into target/control-plane"
+  TELEMESH_CONTROL_PLANE=$(bash ../shared/tools/control-plane/unpack.sh target/control-plane)
+  export TELEMESH_CONTROL_PLANE
+fi
+
 cargo build --workspace --bins
 cargo test --workspace --no-fail-fast "$@"

@@ -15,15 +15,21 @@
 //! Liveness and startup probes never fail (use fault rules to crash containers).
 //!
 //! Each stand-in watches only the pods bound to its node (`spec.nodeName`), as a kubelet does.
-//! Pod deletion is immediate in sim, so a terminating pod needs nothing from it.
+//!
+//! Graceful deletion: a real API server only marks a deleted pod (`deletionTimestamp`) and
+//! waits for its node's kubelet, which stops the containers, reports the terminal status
+//! (`Failed`, containers terminated with 143, as after SIGTERM; a pod already finished keeps
+//! its phase) and deletes it with grace period 0 and a UID precondition. The stand-in does the
+//! same (its containers stop at once): without it a pod on a real control plane stays
+//! `Terminating` for ever. sim deletes a pod at once, so there it never sees one.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
 use kube::runtime::{reflector, watcher};
 use kube::{Client, ResourceExt as _};
 use serde_json::{Value, json};
@@ -147,6 +153,8 @@ impl Kubelet {
             stop.clone(),
         ));
         let mut tracked: HashMap<String, Tracked> = HashMap::new();
+        // Terminating pods this kubelet has finished (deleted with grace 0), by UID.
+        let mut finished: HashSet<String> = HashSet::new();
         let mut next_ip: u8 = 2;
         loop {
             tokio::select! {
@@ -163,6 +171,7 @@ impl Kubelet {
                 .cloned()
                 .collect();
             for uid in gone {
+                finished.remove(&uid);
                 if let Some(mut t) = tracked.remove(&uid) {
                     self.interrupt(&mut t, now);
                 }
@@ -173,9 +182,14 @@ impl Kubelet {
             for pod in current {
                 let Some(uid) = pod.uid() else { continue };
                 if pod.metadata.deletion_timestamp.is_some() {
-                    // Terminating: its containers are stopped, whatever they were doing.
-                    if let Some(t) = tracked.get_mut(&uid) {
+                    // Terminating: its containers are stopped, whatever they were doing, and the
+                    // pod is finished once that is reported.
+                    let mut t = tracked.get_mut(&uid);
+                    if let Some(t) = t.as_deref_mut() {
                         self.interrupt(t, now);
+                    }
+                    if !finished.contains(&uid) && finish(&client, &pod, t, now).await {
+                        finished.insert(uid);
                     }
                     continue;
                 }
@@ -307,6 +321,55 @@ impl Kubelet {
                     t.life = Life::Exited { code, reason };
                 }
             }
+        }
+    }
+}
+
+/// Finishes a terminating pod as kubelet does once its containers have stopped: the terminal
+/// status first (the Job controller and the descheduler read it), then the deletion with grace
+/// period 0, only of this pod (UID precondition: a pod of the same name made since is not
+/// ours). A pod this kubelet never started (`t` None) has no status to report. Returns whether
+/// the pod is finished (deleted, or already gone); false: try again at the next pass.
+async fn finish(client: &Client, pod: &Pod, t: Option<&mut Tracked>, now: Instant) -> bool {
+    let (name, namespace, uid) = (pod.name_any(), pod.namespace(), pod.uid());
+    let api: Api<Pod> = Api::namespaced(client.clone(), namespace.as_deref().unwrap_or_default());
+    if let Some(t) = t
+        && !super::pod_state::is_terminal(pod)
+    {
+        if let Life::Running { at, .. } = &t.life {
+            t.last_termination = Some(json!({"terminated": {
+                "exitCode": 143, "reason": "Error", "startedAt": at,
+                "finishedAt": crate::apiserver::lifecycle::now(),
+            }}));
+        }
+        t.life = Life::Exited {
+            code: 143,
+            reason: "Error",
+        };
+        let patch = json!({ "status": status(pod, t, now) });
+        if let Err(e) = api
+            .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            tracing::debug!(pod = %name, error = %e, "kubelet could not report a terminating pod's end; retrying");
+            return matches!(e, kube::Error::Api(ref s) if s.code == 404);
+        }
+    }
+    let params = DeleteParams {
+        grace_period_seconds: Some(0),
+        preconditions: Some(Preconditions {
+            uid,
+            resource_version: None,
+        }),
+        ..DeleteParams::default()
+    };
+    match api.delete(&name, &params).await {
+        Ok(_) => true,
+        // Gone already, or another pod now has the name (the precondition failed).
+        Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => true,
+        Err(e) => {
+            tracing::debug!(pod = %name, error = %e, "kubelet could not delete a terminated pod; retrying");
+            false
         }
     }
 }

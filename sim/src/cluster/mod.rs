@@ -5,6 +5,7 @@
 pub mod controllers;
 pub mod http;
 pub mod kubelet;
+pub mod machines;
 pub mod pod_state;
 pub mod scenario;
 pub mod scheduler;

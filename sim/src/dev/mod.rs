@@ -9,7 +9,7 @@
 //! It lives in the binary, not the library: it prints to the terminal, which libraries here do not.
 
 mod actions;
-mod processes;
+mod binaries;
 mod rewards;
 mod story;
 
@@ -35,8 +35,9 @@ use telemesh_sim::cluster::scheduler::upstream::{self, Render};
 use telemesh_sim::cluster::scheduler::{self, config::SchedulerConfiguration};
 use telemesh_sim::{Sim, SimConfig};
 
-use self::processes::{Processes, binary};
+use self::binaries::binary;
 use self::story::{Story, StoryKind};
+use telemesh_sim::processes::Processes;
 
 /// The reward half-life in the dev cluster: short, so the rewards story shows recovery within
 /// minutes (production default: 10m).

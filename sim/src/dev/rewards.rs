@@ -19,8 +19,8 @@ use tokio::sync::{broadcast, watch};
 use telemesh_sim::cluster::kubelet::{Fault, FaultRule};
 use telemesh_sim::cluster::scheduler::Decision;
 
-use super::processes::Processes;
 use super::story::Story;
+use telemesh_sim::processes::Processes;
 
 const NS: &str = "rl-demo";
 /// The nodes the demo makes fail, and how often.

@@ -19,7 +19,7 @@ use telemesh_sim::cluster::pod_state::is_running_and_ready;
 use telemesh_sim::cluster::scenario::Happened;
 use telemesh_sim::cluster::scheduler::Decision;
 
-use super::processes::Processes;
+use telemesh_sim::processes::Processes;
 
 /// The node the built-in scenario breaks (sim/dev/scenario.yaml).
 const BAD_NODE: &str = "sim-node-1";

@@ -28,8 +28,8 @@ use tokio::time::Instant;
 use self::checks::{PodSeen, ResourcesSeen, Verdict, WorkloadSeen};
 use self::observe::Observer;
 use self::rpc::Rpc;
-use super::processes::Processes;
 use super::story::{Story, check_processes};
+use telemesh_sim::processes::Processes;
 
 /// The seed's namespace.
 pub const NAMESPACE: &str = "ul";

@@ -1,7 +1,8 @@
-//! The agent and coordinator processes the dev cluster starts: each with its output in a log
-//! file, all stopped (and waited for) when the dev cluster stops, so none is left behind.
+//! Child processes with their output in log files, all stopped (and waited for) together, so
+//! none is left behind: the dev cluster's agents and coordinators, a real control plane's
+//! etcd, kube-apiserver and controllers.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{ExitStatus, Stdio};
 
 use anyhow::Context as _;
@@ -66,25 +67,4 @@ impl Processes {
         }
         self.children.clear();
     }
-}
-
-/// Finds `telemesh-agent` and `telemesh-coordinator`: in `dir`, else beside this binary (cargo
-/// builds them all into one target directory).
-pub fn binary(dir: Option<&Path>, name: &str) -> anyhow::Result<PathBuf> {
-    let dir = match dir {
-        Some(d) => d.to_owned(),
-        None => std::env::current_exe()
-            .context("locating telemesh-sim")?
-            .parent()
-            .map(Path::to_owned)
-            .context("telemesh-sim has no parent directory")?,
-    };
-    let path = dir.join(name);
-    anyhow::ensure!(
-        path.is_file(),
-        "{} not found; build the binaries first (`cargo build --workspace --bins`, which \
-         scripts/dev.sh does) or pass --bin-dir",
-        path.display()
-    );
-    Ok(path)
 }
