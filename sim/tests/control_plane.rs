@@ -214,3 +214,86 @@ async fn a_deleted_pod_stays_terminating_until_its_kubelet_finishes_it() {
     .await;
     assert!(c.plane.exited().is_none(), "a control-plane program exited");
 }
+
+/// What a client sees of a graceful deletion, step by step, on one API server: the answer to the
+/// delete, the pod after it, a second delete asking for more time, then the kubelet's grace-0
+/// delete and whether the pod is still there.
+async fn graceful_deletion_as_seen(client: &Client) -> Vec<serde_json::Value> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "graceful", "namespace": NS},
+        "spec": {"nodeName": "sim-node-9", "terminationGracePeriodSeconds": 45,
+                 "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]}
+    }))
+    .unwrap();
+    let created = pods.create(&PostParams::default(), &pod).await.unwrap();
+    let shape = |p: &Pod| {
+        json!({
+            "terminating": p.metadata.deletion_timestamp.is_some(),
+            "grace": p.metadata.deletion_grace_period_seconds,
+            "sameUid": p.uid() == created.uid(),
+        })
+    };
+    let mut seen = Vec::new();
+    let first = pods
+        .delete("graceful", &DeleteParams::default())
+        .await
+        .unwrap();
+    seen.push(first.left().as_ref().map_or(json!("deleted"), shape));
+    let longer = pods
+        .delete("graceful", &DeleteParams::default().grace_period(300))
+        .await
+        .unwrap();
+    seen.push(longer.left().as_ref().map_or(json!("deleted"), shape));
+    let shorter = pods
+        .delete("graceful", &DeleteParams::default().grace_period(10))
+        .await
+        .unwrap();
+    seen.push(shorter.left().as_ref().map_or(json!("deleted"), shape));
+    let finished = pods
+        .delete("graceful", &DeleteParams::default().grace_period(0))
+        .await
+        .unwrap();
+    seen.push(finished.left().as_ref().map_or(json!("deleted"), shape));
+    seen.push(json!(pods.get_opt("graceful").await.unwrap().is_some()));
+    seen
+}
+
+#[tokio::test]
+async fn graceful_deletion_is_the_same_on_sim_and_the_real_api_server() {
+    let Some(c) = cluster(
+        "graceful_deletion_is_the_same_on_sim_and_the_real_api_server",
+        0,
+    )
+    .await
+    else {
+        return;
+    };
+    c.namespace(NS).await;
+    let real = graceful_deletion_as_seen(&c.client).await;
+
+    let sim = telemesh_sim::Sim::start(telemesh_sim::SimConfig::default())
+        .await
+        .unwrap();
+    let client = sim.client().await.unwrap();
+    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": NS}})).unwrap();
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &ns)
+        .await
+        .unwrap();
+    let simulated = graceful_deletion_as_seen(&client).await;
+
+    assert_eq!(
+        real,
+        vec![
+            json!({"terminating": true, "grace": 45, "sameUid": true}),
+            json!({"terminating": true, "grace": 45, "sameUid": true}),
+            json!({"terminating": true, "grace": 10, "sameUid": true}),
+            // The grace-0 delete answers with the pod as it was deleted.
+            json!({"terminating": true, "grace": 0, "sameUid": true}),
+            json!(false),
+        ],
+        "the real API server"
+    );
+    assert_eq!(simulated, real, "sim against the real API server");
+}

@@ -15,7 +15,9 @@ use super::auth::{self, Attributes, UserInfo};
 use super::error::{ApiError, ApiResult};
 use super::request::ResourcePath;
 use super::table::{IncludeObject, PrinterColumn, ResourceInfo};
-use super::{Server, json_response, lifecycle, patch, protobuf, subresources, table, vap, watch};
+use super::{
+    Server, graceful, json_response, lifecycle, patch, protobuf, subresources, table, vap, watch,
+};
 use crate::registry::{ResourceDef, ResourceId};
 use crate::selectors::{FieldSelector, LabelSelector};
 use crate::store::{ObjKey, Stored, Txn, WatchFilter};
@@ -1103,6 +1105,20 @@ pub fn patch_object(
         if ty != PatchType::Apply || sub.is_some() {
             return Err(ApiError::not_found(&def.group, &def.plural, name));
         }
+        // An apply that creates the object is authorized as a create too, before admission
+        // (kube-apiserver's patch handler, `withAuthorization`): `patch` alone creates nothing.
+        if let Some(user) = &opts.requester {
+            let attributes = Attributes {
+                verb: "create".into(),
+                group: def.group.clone(),
+                resource: def.plural.clone(),
+                subresource: String::new(),
+                namespace: ns.unwrap_or_default().to_owned(),
+                name: name.to_owned(),
+            };
+            server.audit.record(&server.auth, user, attributes.clone());
+            server.auth.authorize(Some(user), &attributes)?;
+        }
         let now = lifecycle::now();
         let mut obj = patch::apply(None, body, &apply_opts(&now), &*meta).map_err(patch_error)?;
         if let Some(m) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
@@ -1333,6 +1349,11 @@ pub fn delete_object(
             .unwrap_or_default();
         let already_terminating = obj.pointer("/metadata/deletionTimestamp").is_some_and(|t| !t.is_null());
         let is_namespace = def.group.is_empty() && def.plural == "namespaces";
+        let is_pod = def.group.is_empty() && def.plural == "pods";
+        let grace = graceful::decide(is_pod, &obj, opts.grace_period_seconds, jiff::Timestamp::now());
+        if grace == graceful::Grace::Pending {
+            return Ok(DeleteOutcome::Pending(cur));
+        }
         let extra = match propagation {
             Propagation::Orphan if !cur.uid.is_empty() && !txn.dependents(&cur.uid).is_empty() => Some("orphan"),
             Propagation::Foreground if !txn.dependents(&cur.uid).is_empty() => Some("foregroundDeletion"),
@@ -1344,19 +1365,42 @@ pub fn delete_object(
         {
             finalizers.push(f.to_owned());
         }
-        if finalizers.is_empty() && !is_namespace {
+        let waits = matches!(grace, graceful::Grace::Mark { seconds, .. } if seconds > 0);
+        if finalizers.is_empty() && !is_namespace && !waits {
             if opts.dry_run {
                 return Ok(DeleteOutcome::Deleted(cur));
             }
             let last = txn.remove(def, &k).ok_or_else(|| ApiError::not_found(&def.group, &def.plural, name))?;
+            // A pod deleted at once is answered as kube-apiserver answers it: marked, grace 0.
+            if let graceful::Grace::Mark { seconds, deletion_timestamp } = &grace {
+                let mut marked = last.value();
+                marked["metadata"]["deletionTimestamp"] = json!(deletion_timestamp);
+                marked["metadata"]["deletionGracePeriodSeconds"] = json!(seconds);
+                return Ok(DeleteOutcome::Deleted(Arc::new(Stored::new(&marked, last.rv, def))));
+            }
             return Ok(DeleteOutcome::Deleted(last));
+        }
+        if let (true, graceful::Grace::Mark { seconds, deletion_timestamp }) = (already_terminating, &grace) {
+            // A shorter grace period for a pod already terminating (its finalizers hold it).
+            if let Some(m) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+                m.insert("deletionTimestamp".into(), json!(deletion_timestamp));
+                m.insert("deletionGracePeriodSeconds".into(), json!(seconds));
+            }
+            if opts.dry_run {
+                return Ok(DeleteOutcome::Pending(cur));
+            }
+            return Ok(DeleteOutcome::Pending(txn.put(def, k.clone(), obj)));
         }
         if already_terminating {
             return Ok(DeleteOutcome::Pending(cur));
         }
+        let (deletion_timestamp, grace_seconds) = match grace {
+            graceful::Grace::Mark { seconds, deletion_timestamp } => (deletion_timestamp, seconds),
+            _ => (lifecycle::now(), opts.grace_period_seconds.unwrap_or(0)),
+        };
         if let Some(m) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
-            m.insert("deletionTimestamp".into(), json!(lifecycle::now()));
-            m.insert("deletionGracePeriodSeconds".into(), json!(opts.grace_period_seconds.unwrap_or(0)));
+            m.insert("deletionTimestamp".into(), json!(deletion_timestamp));
+            m.insert("deletionGracePeriodSeconds".into(), json!(grace_seconds));
             m.insert("finalizers".into(), json!(finalizers));
             if let Some(g) = m.get("generation").and_then(Value::as_i64) {
                 m.insert("generation".into(), json!(g + 1));

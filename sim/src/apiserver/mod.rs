@@ -11,6 +11,7 @@ pub mod discovery;
 pub mod error;
 pub mod expr;
 pub mod gc;
+pub mod graceful;
 pub mod handlers;
 pub mod lifecycle;
 pub mod openapi;

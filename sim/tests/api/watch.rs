@@ -223,7 +223,10 @@ async fn field_selected_watch_sees_only_its_node_and_pods_leaving_as_deleted() {
         ),
         other => panic!("unexpected {other:?}"),
     }
-    pods.delete("mine", &DeleteParams::default()).await.unwrap();
+    // No kubelet runs here to finish a graceful deletion: delete at once, as `--force` does.
+    pods.delete("mine", &DeleteParams::default().grace_period(0))
+        .await
+        .unwrap();
     match stream.try_next().await.unwrap().unwrap() {
         WatchEvent::Deleted(p) => assert_eq!(p.name_any(), "mine"),
         other => panic!("unexpected {other:?}"),
