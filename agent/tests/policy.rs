@@ -80,6 +80,8 @@ async fn until_metrics_contain(addr: std::net::SocketAddr, needle: &str) {
     .await;
 }
 
+/// The names of the pods not being deleted: no kubelet runs here to finish an evicted pod, so
+/// it stays Terminating (its deletionTimestamp set), as on a real API server.
 async fn pod_names(pods: &Api<Pod>) -> Vec<String> {
     let mut names: Vec<String> = pods
         .list(&ListParams::default())
@@ -87,6 +89,7 @@ async fn pod_names(pods: &Api<Pod>) -> Vec<String> {
         .unwrap()
         .items
         .into_iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
         .filter_map(|p| p.metadata.name)
         .collect();
     names.sort();
