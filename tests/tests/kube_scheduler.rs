@@ -442,11 +442,14 @@ impl Scene {
             .unwrap()
             .boxed();
         self.create(preemptor).await;
+        // kube-scheduler nominates once it has asked for the victims' deletion: a victim on a
+        // node is then Terminating (deletionTimestamp set) until its kubelet finishes it.
         let (mut conditions, mut deleted) = (None, false);
         let follow = async {
             while let Some(event) = events.next().await {
                 match event.unwrap() {
                     WatchEvent::Modified(p) if p.metadata.name.as_deref() == Some(victim) => {
+                        deleted |= p.metadata.deletion_timestamp.is_some();
                         conditions = p.status.and_then(|s| s.conditions);
                     }
                     WatchEvent::Deleted(p) if p.metadata.name.as_deref() == Some(victim) => {

@@ -412,6 +412,15 @@ fn ready_time(at: &str, delay: Duration) -> Option<String> {
     Some(ready.to_string())
 }
 
+/// The pod conditions kubelet owns and writes; any other is someone else's and kept.
+const KUBELET_CONDITIONS: [&str; 5] = [
+    "PodReadyToStartContainers",
+    "Initialized",
+    "Ready",
+    "ContainersReady",
+    "PodScheduled",
+];
+
 /// The pod status the kubelet reports for `t` at `now`: phase, conditions and one status per
 /// container (every container shares the main container's life; readiness waits for each
 /// container's first readiness probe).
@@ -502,6 +511,19 @@ fn status(pod: &Pod, t: &Tracked, now: Instant) -> Value {
         ],
         "containerStatuses": containers,
     });
+    // Conditions others own (the scheduler's DisruptionTarget, a readiness gate's) stay, as
+    // kubelet's status manager keeps them: the merge patch replaces the whole list.
+    let theirs = pod
+        .status
+        .iter()
+        .flat_map(|s| s.conditions.iter().flatten())
+        .filter(|c| !KUBELET_CONDITIONS.contains(&c.type_.as_str()));
+    for c in theirs {
+        if let (Some(list), Ok(c)) = (status["conditions"].as_array_mut(), serde_json::to_value(c))
+        {
+            list.push(c);
+        }
+    }
     if let Life::Exited { code, .. } = t.life
         && code != 0
     {
@@ -560,6 +582,35 @@ mod tests {
             fault,
             every: Duration::from_secs(5),
         }
+    }
+
+    #[test]
+    fn conditions_others_own_are_kept() {
+        let mut p = pod("Never", json!({}), json!({}));
+        p.status = serde_json::from_value(json!({"conditions": [
+            {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler"},
+            {"type": "Ready", "status": "True"}
+        ]}))
+        .unwrap();
+        let t0 = Instant::now();
+        let s = status(&p, &fresh(t0), t0);
+        let types: Vec<&str> = s["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|c| c["type"].as_str())
+            .collect();
+        assert_eq!(
+            types,
+            [
+                "PodReadyToStartContainers",
+                "Initialized",
+                "Ready",
+                "ContainersReady",
+                "PodScheduled",
+                "DisruptionTarget"
+            ]
+        );
     }
 
     #[test]
