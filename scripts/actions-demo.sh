@@ -5,6 +5,7 @@
 # outcome checked through the API and told as it happens. The seed's k3d-aces-agent-7, -4 and -6
 # are sim-node-3, -0 and -2 with the default 4 nodes. Headless (the default here, `--for 600s`)
 # it exits 0 only when every action ended as it should. Interactive instead: scripts/dev.sh --story actions
+# On the upstream control plane: scripts/actions-demo.sh --control-plane real
 # While it runs: kubectl --kubeconfig target/dev-actions/kubeconfig get wa,pods -n ul -o wide
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -29,8 +29,9 @@ struct Cli {
 enum Command {
     /// Serve the API alone until interrupted.
     Serve(ServeArgs),
-    /// The local dev cluster: sim with nodes, kubelets, scheduler and controllers, an agent per
-    /// node and two coordinators; applies the TAS examples and a demo, and tells what happens.
+    /// The local dev cluster: sim (or, with `--control-plane real`, the upstream control plane)
+    /// with nodes, kubelets, scheduler and controllers, an agent per node and two coordinators;
+    /// applies the TAS examples and a demo, and tells what happens.
     Dev(dev::DevArgs),
 }
 

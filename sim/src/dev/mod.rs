@@ -5,11 +5,15 @@
 //! gossip sealed and QUIC under mutual TLS (keys and certificates generated into the state
 //! directory); applies the TAS policy examples and a demo Deployment; plays the scenario and tells
 //! the story as it is observed. Headless (`--for`), it exits 0 only if every step was seen.
+//! With `--control-plane real` the API server, controllers and scheduler are the upstream
+//! programs instead, Telemesh is installed from the chart's manifest and each process
+//! authenticates as its own service account ([`real`]).
 //!
 //! It lives in the binary, not the library: it prints to the terminal, which libraries here do not.
 
 mod actions;
 mod binaries;
+mod real;
 mod rewards;
 mod story;
 
@@ -30,12 +34,17 @@ use telemesh_core::gossip::keyring::Keyring;
 use telemesh_core::policy::TASPolicy;
 use telemesh_core::quic::tls::DevCa;
 use telemesh_sim::cluster::kubelet::{Backoff, Kubelet};
+use telemesh_sim::cluster::machines::{self, Machine};
 use telemesh_sim::cluster::scenario::{Scenario, Telemetry};
 use telemesh_sim::cluster::scheduler::upstream::{self, Render};
 use telemesh_sim::cluster::scheduler::{self, config::SchedulerConfiguration};
+use telemesh_sim::cluster::workload::Workloads;
+use telemesh_sim::control_plane::ControlPlane;
 use telemesh_sim::{Sim, SimConfig};
 
 use self::binaries::binary;
+use self::real::{Chart, ComponentPods, ControlPlaneKind, Credential};
+use self::rewards::Placements;
 use self::story::{Story, StoryKind};
 use telemesh_sim::processes::Processes;
 
@@ -62,9 +71,25 @@ pub struct DevArgs {
     /// observed, 1 if the time runs out first. Without it, run until Ctrl-C.
     #[arg(long = "for", env = "TELEMESH_DEV_FOR", value_parser = telemesh_core::cli::parse_duration)]
     run_for: Option<Duration>,
-    /// Where the API server listens (kubectl reaches it through the written kubeconfig).
+    /// Where the API server listens (kubectl reaches it through the written kubeconfig). With
+    /// `--control-plane real` and port 0: a random 127.a.b.c address of its own, port 6443.
     #[arg(long, env = "TELEMESH_DEV_LISTEN", default_value = "127.0.0.1:6443")]
     listen: SocketAddr,
+    /// The control plane: `sim` (sim's in-memory API server with its scheduler stand-in and
+    /// workload controllers) or `real` (etcd, kube-apiserver, kube-controller-manager and
+    /// kube-scheduler v1.33+ from $TELEMESH_CONTROL_PLANE, else unpacked from
+    /// ../shared/tools/control-plane/; their logs in control-plane/logs/). With `real`, Telemesh
+    /// is installed from deploy/manifests/telemesh.yaml unchanged (RBAC, service accounts, the
+    /// agent's node-scope admission policy), the coordinator Deployment scaled to 2, and each
+    /// agent and coordinator process authenticates with its service account's token bound to
+    /// the chart's pod it acts as (files in credentials/).
+    #[arg(
+        long,
+        env = "TELEMESH_DEV_CONTROL_PLANE",
+        value_enum,
+        default_value = "sim"
+    )]
+    control_plane: ControlPlaneKind,
     /// State directory: kubeconfig, keys, certificates, node telemetry, logs. Emptied at start.
     #[arg(long, env = "TELEMESH_DEV_DIR", default_value = "target/dev")]
     dir: PathBuf,
@@ -97,7 +122,8 @@ pub struct DevArgs {
     bin_dir: Option<PathBuf>,
     /// Run this kube-scheduler binary (e.g. ../shared/tools/kube-scheduler, v1.32) with the
     /// scheduler configuration in place of sim's stand-in, to watch the real thing place pods.
-    /// Its log is logs/kube-scheduler.log.
+    /// Its log is logs/kube-scheduler.log. Not with `--control-plane real`, which runs the
+    /// control plane's own kube-scheduler.
     #[arg(long, env = "TELEMESH_DEV_KUBE_SCHEDULER")]
     kube_scheduler: Option<PathBuf>,
 }
@@ -120,11 +146,23 @@ pub async fn run(args: DevArgs) -> anyhow::Result<bool> {
     })?;
     if let Some(path) = &args.kube_scheduler {
         anyhow::ensure!(
+            args.control_plane == ControlPlaneKind::Sim,
+            "--kube-scheduler replaces sim's scheduler stand-in; --control-plane real runs the \
+             control plane's own kube-scheduler: drop one of the two"
+        );
+        anyhow::ensure!(
             path.is_file(),
             "--kube-scheduler {}: no such file",
             path.display()
         );
     }
+    // sim's stand-in reports each placement; any other scheduler is read through the API.
+    let stand_in_scheduler =
+        args.control_plane == ControlPlaneKind::Sim && args.kube_scheduler.is_none();
+    let chart = match args.control_plane {
+        ControlPlaneKind::Sim => None,
+        ControlPlaneKind::Real => Some(Chart::parse()?),
+    };
     let service_addr = extender_address(&scheduler_config)?;
     let extender_url = scheduler_config
         .extenders
@@ -141,13 +179,18 @@ pub async fn run(args: DevArgs) -> anyhow::Result<bool> {
     let mut processes = Processes::default();
     // Kept out here so the API server outlives every client of it during shutdown.
     let mut sim_slot = None;
+    let mut plane_slot: Option<tokio::sync::Mutex<ControlPlane>> = None;
     let mut tasks = Vec::new();
     let outcome = async {
         let story = Story::new(args.run_for.is_none(), args.story, built_in, &nodes);
         story.say(&format!(
-            "starting a dev cluster of {} nodes in {}",
+            "starting a dev cluster of {} nodes in {}{}",
             nodes.len(),
-            dir.display()
+            dir.display(),
+            match args.control_plane {
+                ControlPlaneKind::Sim => "",
+                ControlPlaneKind::Real => " on a real control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler)",
+            }
         ));
         let service = tokio::net::TcpListener::bind(service_addr)
             .await
@@ -156,26 +199,36 @@ pub async fn run(args: DevArgs) -> anyhow::Result<bool> {
             .await
             .with_context(|| format!("the coordinators' API Service address {} is taken; free it or pass --api-service", args.api_service))?;
         let api_service_addr = api_service.local_addr()?;
-        let sim = sim_slot.insert(start_sim(&args, &dir).await?);
-        let client = sim.client().await?;
-        // Before the coordinators start: their executor watches WorkloadActions.
-        install_crd(&client, telemesh_core::action::crd::CRD_YAML, "WorkloadAction").await?;
-        // ... and their ScavengerJob controller watches ScavengerJobs, whose pods need the class.
-        install_crd(&client, telemesh_core::scavenge::crd::CRD_YAML, "ScavengerJob").await?;
-        let class: k8s_openapi::api::scheduling::v1::PriorityClass =
-            serde_yaml_ng::from_str(telemesh_core::scavenge::crd::PRIORITY_CLASS_YAML)
-                .context("the scavengers' PriorityClass")?;
-        Api::<k8s_openapi::api::scheduling::v1::PriorityClass>::all(client.clone())
-            .create(&PostParams::default(), &class)
-            .await
-            .context("creating the scavengers' PriorityClass")?;
+        let (client, workloads) = match args.control_plane {
+            ControlPlaneKind::Sim => {
+                let sim = sim_slot.insert(start_sim(&args, &dir).await?);
+                let client = sim.client().await?;
+                install_sim_prerequisites(&client).await?;
+                (client, sim.workloads.clone())
+            }
+            ControlPlaneKind::Real => {
+                let plane = real::start(args.listen, &dir).await?;
+                let client = plane.client().await?;
+                story.say(&format!(
+                    "the control plane is up at {}; its logs: {}",
+                    plane.url(),
+                    plane.dir().join("logs").display()
+                ));
+                plane_slot = Some(tokio::sync::Mutex::new(plane));
+                let machines: Vec<Machine> = nodes.iter().map(|n| Machine::standard(n)).collect();
+                machines::register(&client, &machines).await?;
+                tasks.push(tokio::spawn(machines::heartbeat(client.clone(), machines, stop.clone())));
+                // sim serves its kubelets' ledger; here it lives in this process only.
+                (client, Workloads::default())
+            }
+        };
         let kubeconfig = dir.join("kubeconfig");
         let telemetry = scenario.prepare(&dir.join("nodes"), &nodes)?;
         let (faults, faults_rx) = watch::channel(Vec::new());
         let (decisions, _) = broadcast::channel(1024);
         let plan = Plan::new(&nodes)?;
         // The real kube-scheduler, or sim's stand-in with the same configuration.
-        let stand_in = args.kube_scheduler.is_none().then_some(scheduler_config);
+        let stand_in = stand_in_scheduler.then_some(scheduler_config);
         // Each kubelet keeps its pods' emptyDirs under its node's host root, where the agent reads.
         let kubelets = nodes
             .iter()
@@ -185,14 +238,26 @@ pub async fn run(args: DevArgs) -> anyhow::Result<bool> {
                 index: u8::try_from(i).unwrap_or(u8::MAX),
                 backoff: Backoff::default(),
                 host_root: Some(dir.join("nodes").join(node)),
-                workloads: sim.workloads.clone(),
+                workloads: workloads.clone(),
             })
             .collect();
-        tasks = start_cluster(&client, kubelets, stand_in, faults_rx, decisions.clone(), &stop);
+        tasks.extend(start_kubelets(&client, kubelets, faults_rx, &stop));
+        if args.control_plane == ControlPlaneKind::Sim {
+            tasks.extend(start_sim_cluster(&client, stand_in, decisions.clone(), &stop));
+        }
+        if let Some(plane) = &plane_slot {
+            let config = render_scheduler_config(&scheduler_text, &kubeconfig, &dir)?;
+            let mut plane = plane.lock().await;
+            plane.start_scheduler(&config)?;
+            story.follow_filter_metrics(plan.coordinator_metrics());
+            story.say(&format!(
+                "the control plane's kube-scheduler places pods with {}; its log: {}",
+                config.display(),
+                plane.dir().join("logs/kube-scheduler.log").display()
+            ));
+        }
         if let Some(binary) = &args.kube_scheduler {
-            let rendered = Render { kubeconfig: kubeconfig.clone(), ..Render::default() }.apply(&scheduler_text)?;
-            let config = dir.join("kube-scheduler.yaml");
-            std::fs::write(&config, rendered).with_context(|| format!("writing {}", config.display()))?;
+            let config = render_scheduler_config(&scheduler_text, &kubeconfig, &dir)?;
             let args = upstream::args(&config, &dir.join("tls/kube-scheduler"), 0);
             processes.spawn("kube-scheduler", binary, &args, &dir.join("logs/kube-scheduler.log"))?;
             story.follow_filter_metrics(plan.coordinator_metrics());
@@ -205,16 +270,27 @@ pub async fn run(args: DevArgs) -> anyhow::Result<bool> {
         }
 
         let keys = dir.join("gossip.keys");
-        write_secret(&keys, &format!("{}\n", Keyring::generate_line()?))?;
+        let key_line = Keyring::generate_line()?;
+        write_secret(&keys, &format!("{key_line}\n"))?;
+        let identities = match (&plane_slot, &chart) {
+            (Some(plane), Some(chart)) => {
+                let pods = install_telemesh(&story, &client, chart, &key_line, &nodes, plan.coordinators.len()).await?;
+                let (identities, credentials) = real_identities(&story, &client, &*plane.lock().await, chart, &pods, &nodes, &dir).await?;
+                tasks.push(tokio::spawn(real::renew_tokens(client.clone(), credentials, stop.clone())));
+                identities
+            }
+            _ => Identities::shared(&kubeconfig, nodes.len(), plan.coordinators.len()),
+        };
         let ca = DevCa::create(&dir.join("tls"), "telemesh-dev-ca")?;
         for (i, node) in nodes.iter().enumerate() {
             let tls = ca.issue(node, &[node.as_str(), "127.0.0.1"])?;
-            let args = plan.agent_args(i, node, &dir, &kubeconfig, &keys, &tls);
+            let args = plan.agent_args(i, node, &dir, &identities.agents[i], &keys, &tls);
             processes.spawn(node, &agent_bin, &args, &dir.join(format!("logs/agent-{node}.log")))?;
         }
         let tls = ca.issue("coordinator", &["telemesh-coordinator", "127.0.0.1"])?;
-        for r in 0..plan.coordinators.len() {
-            let args = plan.coordinator_args(r, &kubeconfig, &keys, &tls);
+        for (r, identity) in identities.coordinators.iter().enumerate() {
+            let mut args = plan.coordinator_args(r, identity, &keys, &tls);
+            args.extend(identities.coordinator_flags.iter().cloned());
             processes.spawn(&format!("coordinator-{r}"), &coordinator_bin, &args, &dir.join(format!("logs/coordinator-{r}.log")))?;
         }
         let backends = plan.coordinators.iter().map(|c| c.extender).collect();
@@ -253,14 +329,18 @@ pub async fn run(args: DevArgs) -> anyhow::Result<bool> {
             story.wait_cluster_up(&plan.coordinator_apis(), &mut processes).await?;
             match args.story {
                 StoryKind::Health => {
-                    apply_demo(&client).await?;
+                    apply_demo(&client, args.control_plane == ControlPlaneKind::Sim).await?;
                     story.wait_demo_running(&client).await?;
                     let (happened, happened_rx) = broadcast::channel(64);
                     tokio::spawn(play_scenario(scenario, telemetry, faults, happened, stop.clone()));
                     story.follow(&client, happened_rx, decisions.subscribe(), &mut processes).await
                 }
                 StoryKind::Rewards => {
-                    let mut placed = decisions.subscribe();
+                    let mut placed = if stand_in_scheduler {
+                        Placements::Decisions(decisions.subscribe())
+                    } else {
+                        Placements::Api
+                    };
                     let apis: Vec<_> = plan.coordinators.iter().map(|c| c.api).collect();
                     measured_met = rewards::play(&story, &client, &faults, &mut placed, &mut processes, DEV_REWARD_HALF_LIFE, &apis).await?;
                     story.say("the story is complete");
@@ -293,15 +373,18 @@ pub async fn run(args: DevArgs) -> anyhow::Result<bool> {
                 }
             }
         };
+        let plane = plane_slot.as_ref();
         let complete = match deadline {
             Some(at) => tokio::select! {
                 r = tokio::time::timeout_at(at, play) => r.unwrap_or(Ok(false))?,
                 () = interrupted() => false,
+                e = control_plane_exit(plane) => return Err(e),
             },
             None => {
                 tokio::select! {
                     r = play => { r?; }
                     () = interrupted() => {}
+                    e = control_plane_exit(plane) => return Err(e),
                 }
                 true
             }
@@ -324,8 +407,155 @@ pub async fn run(args: DevArgs) -> anyhow::Result<bool> {
             tracing::debug!("an in-process component did not stop within 2s");
         }
     }
+    if let Some(plane) = plane_slot {
+        plane.into_inner().stop().await;
+    }
     drop(sim_slot);
     outcome
+}
+
+/// Pending while the real control plane runs (or there is none); its error once one of its
+/// programs exits.
+async fn control_plane_exit(plane: Option<&tokio::sync::Mutex<ControlPlane>>) -> anyhow::Error {
+    match plane {
+        Some(plane) => real::watch_exit(plane).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Who each agent and coordinator process is to the API server.
+struct Identities {
+    /// Each node's agent's kubeconfig, in node order.
+    agents: Vec<PathBuf>,
+    coordinators: Vec<CoordinatorIdentity>,
+    /// Flags every coordinator gets on top of the dev cluster's own.
+    coordinator_flags: Vec<String>,
+}
+
+struct CoordinatorIdentity {
+    kubeconfig: PathBuf,
+    /// `--replica-name`: the pod it acts as on a real control plane (as the chart passes
+    /// `$(POD_NAME)`), else `coordinator-<r>`.
+    replica: String,
+}
+
+impl Identities {
+    /// sim mode: everyone uses the admin kubeconfig (sim authorizes every request).
+    fn shared(kubeconfig: &Path, agents: usize, coordinators: usize) -> Self {
+        Self {
+            agents: vec![kubeconfig.to_owned(); agents],
+            coordinators: (0..coordinators)
+                .map(|r| CoordinatorIdentity {
+                    kubeconfig: kubeconfig.to_owned(),
+                    replica: format!("coordinator-{r}"),
+                })
+                .collect(),
+            coordinator_flags: Vec::new(),
+        }
+    }
+}
+
+/// Real mode: installs Telemesh from the chart (and the gossip key Secret it needs) and waits
+/// until its pods run, one per process the dev cluster starts.
+async fn install_telemesh(
+    story: &Story,
+    client: &Client,
+    chart: &Chart,
+    key_line: &str,
+    nodes: &[String],
+    coordinators: usize,
+) -> anyhow::Result<ComponentPods> {
+    real::install(client, chart, key_line, coordinators).await?;
+    story.say(&format!(
+        "installed Telemesh from deploy/manifests/telemesh.yaml (applied unchanged), the gossip \
+         key Secret, and scaled Deployment {}/{} to {coordinators} (one pod per coordinator process)",
+        chart.coordinator.namespace, chart.coordinator.name
+    ));
+    let pods = real::wait_component_pods(client, chart, nodes, coordinators).await?;
+    story.say(&format!(
+        "the chart's pods run (kubelet stand-ins; no container runs): agents {}; coordinators {}",
+        pods.agents
+            .iter()
+            .map(|(n, p)| format!("{p} on {n}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        pods.coordinators.join(", ")
+    ));
+    Ok(pods)
+}
+
+/// Real mode: each process's kubeconfig, with its service account's token bound to the chart's
+/// pod it acts as; and the credentials, for their renewal.
+async fn real_identities(
+    story: &Story,
+    client: &Client,
+    plane: &ControlPlane,
+    chart: &Chart,
+    pods: &ComponentPods,
+    nodes: &[String],
+    dir: &Path,
+) -> anyhow::Result<(Identities, Vec<Credential>)> {
+    let mut credentials = Vec::new();
+    let mut agents = Vec::new();
+    for node in nodes {
+        let pod = pods
+            .agents
+            .get(node)
+            .with_context(|| format!("no agent pod on {node}"))?;
+        let credential = Credential::new(dir, &format!("agent-{node}"), &chart.agent, pod);
+        credential.issue(client, plane).await?;
+        agents.push(credential.kubeconfig.clone());
+        credentials.push(credential);
+    }
+    let mut replicas = Vec::new();
+    for (r, pod) in pods.coordinators.iter().enumerate() {
+        let credential = Credential::new(dir, &format!("coordinator-{r}"), &chart.coordinator, pod);
+        credential.issue(client, plane).await?;
+        replicas.push(CoordinatorIdentity {
+            kubeconfig: credential.kubeconfig.clone(),
+            replica: pod.clone(),
+        });
+        credentials.push(credential);
+    }
+    story.say(&format!(
+        "each agent authenticates as {}/{} and each coordinator as {}/{}, with a token bound to its pod ({})",
+        chart.agent.namespace,
+        chart.agent.service_account,
+        chart.coordinator.namespace,
+        chart.coordinator.service_account,
+        dir.join("credentials").display()
+    ));
+    let identities = Identities {
+        agents,
+        coordinators: replicas,
+        // The chart's leader Lease flags: its Role lets the coordinators write that Lease, in
+        // that namespace, and no other (the coordinator's default namespace is `default`).
+        coordinator_flags: chart
+            .coordinator
+            .args
+            .iter()
+            .filter(|a| a.starts_with("--leader-lease"))
+            .cloned()
+            .collect(),
+    };
+    Ok((identities, credentials))
+}
+
+/// Writes the scheduler configuration rendered for this dev cluster (`kubeconfig`, leader
+/// election off) to `<dir>/kube-scheduler.yaml` and returns its path.
+fn render_scheduler_config(
+    template: &str,
+    kubeconfig: &Path,
+    dir: &Path,
+) -> anyhow::Result<PathBuf> {
+    let rendered = Render {
+        kubeconfig: kubeconfig.to_owned(),
+        ..Render::default()
+    }
+    .apply(template)?;
+    let config = dir.join("kube-scheduler.yaml");
+    std::fs::write(&config, rendered).with_context(|| format!("writing {}", config.display()))?;
+    Ok(config)
 }
 
 /// Ctrl-C or SIGTERM: either way the dev cluster stops its children before it exits (they run
@@ -359,7 +589,7 @@ async fn play_scenario(
 
 /// Empties the state directory of a previous run (only what a dev cluster writes there).
 fn prepare_dir(dir: &Path) -> anyhow::Result<PathBuf> {
-    for sub in ["nodes", "logs", "tls"] {
+    for sub in ["nodes", "logs", "tls", "control-plane", "credentials"] {
         let path = dir.join(sub);
         if path.exists() {
             std::fs::remove_dir_all(&path)
@@ -417,22 +647,28 @@ async fn start_sim(args: &DevArgs, dir: &Path) -> anyhow::Result<Sim> {
     Ok(sim)
 }
 
-fn start_cluster(
+/// A task per kubelet stand-in.
+fn start_kubelets(
     client: &Client,
     kubelets: Vec<Kubelet>,
-    config: Option<SchedulerConfiguration>,
     faults: watch::Receiver<Vec<telemesh_sim::cluster::kubelet::FaultRule>>,
+    stop: &CancellationToken,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    kubelets
+        .into_iter()
+        .map(|kubelet| tokio::spawn(kubelet.run(client.clone(), faults.clone(), stop.clone())))
+        .collect()
+}
+
+/// What sim lacks of a control plane: its scheduler stand-in (unless the real kube-scheduler
+/// runs) and the workload controllers.
+fn start_sim_cluster(
+    client: &Client,
+    config: Option<SchedulerConfiguration>,
     decisions: broadcast::Sender<scheduler::Decision>,
     stop: &CancellationToken,
 ) -> Vec<tokio::task::JoinHandle<()>> {
     let mut tasks = Vec::new();
-    for kubelet in kubelets {
-        tasks.push(tokio::spawn(kubelet.run(
-            client.clone(),
-            faults.clone(),
-            stop.clone(),
-        )));
-    }
     if let Some(config) = config {
         let settings = scheduler::Settings {
             config,
@@ -463,9 +699,38 @@ async fn install_crd(client: &Client, yaml: &str, kind: &str) -> anyhow::Result<
     Ok(())
 }
 
-/// Installs the TASPolicy CRD, the seed's two policy files and the demo Deployment.
-async fn apply_demo(client: &Client) -> anyhow::Result<()> {
-    install_crd(client, telemesh_core::policy::crd::CRD_YAML, "TASPolicy").await?;
+/// What the coordinators need before they start, which on a real control plane the chart
+/// installs: the WorkloadAction CRD (their executor watches WorkloadActions), the ScavengerJob
+/// CRD (their ScavengerJob controller watches them) and the scavengers' PriorityClass.
+async fn install_sim_prerequisites(client: &Client) -> anyhow::Result<()> {
+    install_crd(
+        client,
+        telemesh_core::action::crd::CRD_YAML,
+        "WorkloadAction",
+    )
+    .await?;
+    install_crd(
+        client,
+        telemesh_core::scavenge::crd::CRD_YAML,
+        "ScavengerJob",
+    )
+    .await?;
+    let class: k8s_openapi::api::scheduling::v1::PriorityClass =
+        serde_yaml_ng::from_str(telemesh_core::scavenge::crd::PRIORITY_CLASS_YAML)
+            .context("the scavengers' PriorityClass")?;
+    Api::<k8s_openapi::api::scheduling::v1::PriorityClass>::all(client.clone())
+        .create(&PostParams::default(), &class)
+        .await
+        .context("creating the scavengers' PriorityClass")?;
+    Ok(())
+}
+
+/// Installs the TASPolicy CRD (unless `install_policy_crd` is false: the chart installed it),
+/// the seed's two policy files and the demo Deployment.
+async fn apply_demo(client: &Client, install_policy_crd: bool) -> anyhow::Result<()> {
+    if install_policy_crd {
+        install_crd(client, telemesh_core::policy::crd::CRD_YAML, "TASPolicy").await?;
+    }
     let ns: Namespace = serde_json::from_value(serde_json::json!({
         "metadata": {"name": "health-metric-demo"}
     }))?;
@@ -635,14 +900,14 @@ impl Plan {
     fn coordinator_args(
         &self,
         r: usize,
-        kubeconfig: &Path,
+        identity: &CoordinatorIdentity,
         keys: &Path,
         tls: &telemesh_core::quic::tls::TlsFiles,
     ) -> Vec<String> {
         let ports = &self.coordinators[r];
         let args = vec![
-            format!("--replica-name=coordinator-{r}"),
-            format!("--kubeconfig={}", kubeconfig.display()),
+            format!("--replica-name={}", identity.replica),
+            format!("--kubeconfig={}", identity.kubeconfig.display()),
             format!("--gossip-listen={}", ports.gossip),
             format!("--gossip-seeds={}", self.seeds()),
             format!("--gossip-key-file={}", keys.display()),

@@ -72,12 +72,66 @@ impl Share {
     }
 }
 
+/// Where the story learns which node each new pod went to.
+pub enum Placements {
+    /// sim's scheduler stand-in reports each placement as it binds the pod.
+    Decisions(broadcast::Receiver<Decision>),
+    /// Any other scheduler (the real kube-scheduler) reports nothing to us: the pod's
+    /// `spec.nodeName`, read through the API.
+    Api,
+}
+
+/// How long a new pod may take to be placed.
+const PLACED_WITHIN: Duration = Duration::from_secs(30);
+
+impl Placements {
+    /// The node pod `NS/name` was placed on; an error after [`PLACED_WITHIN`].
+    async fn node_of(&mut self, client: &Client, name: &str) -> anyhow::Result<String> {
+        let key = format!("{NS}/{name}");
+        let placed = match self {
+            Self::Decisions(decisions) => {
+                tokio::time::timeout(PLACED_WITHIN, decided(decisions, &key))
+                    .await
+                    .ok()
+                    .flatten()
+            }
+            Self::Api => {
+                let api = Api::<Pod>::namespaced(client.clone(), NS);
+                let bound = kube::runtime::wait::await_condition(api, name, |p: Option<&Pod>| {
+                    node_name(p).is_some()
+                });
+                tokio::time::timeout(PLACED_WITHIN, bound)
+                    .await
+                    .ok()
+                    .and_then(Result::ok)
+                    .and_then(|p| node_name(p.as_ref()))
+            }
+        };
+        placed.with_context(|| format!("{key} was not placed within {PLACED_WITHIN:?}"))
+    }
+}
+
+/// The node of the stand-in's next decision to place `key`; None if it stopped.
+async fn decided(decisions: &mut broadcast::Receiver<Decision>, key: &str) -> Option<String> {
+    loop {
+        match decisions.recv().await {
+            Ok(Decision::Placed { pod, node, .. }) if pod == key => return Some(node),
+            Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {}
+            Err(broadcast::error::RecvError::Closed) => return None,
+        }
+    }
+}
+
+fn node_name(pod: Option<&Pod>) -> Option<String> {
+    pod?.spec.as_ref()?.node_name.clone()
+}
+
 /// Plays the story; `Ok(true)` when every target was met.
 pub async fn play(
     story: &Story,
     client: &Client,
     faults: &watch::Sender<Vec<FaultRule>>,
-    decisions: &mut broadcast::Receiver<Decision>,
+    decisions: &mut Placements,
     processes: &mut Processes,
     half_life: Duration,
     coordinator_apis: &[SocketAddr],
@@ -209,7 +263,7 @@ async fn create_pod(
 async fn measure(
     story: &Story,
     client: &Client,
-    decisions: &mut broadcast::Receiver<Decision>,
+    decisions: &mut Placements,
     phase: &str,
     podtype: &str,
     count: usize,
@@ -220,20 +274,7 @@ async fn measure(
     for i in 0..count {
         let name = format!("{}-{phase}-{i}", podtype.to_lowercase());
         create_pod(client, &name, podtype, None).await?;
-        let key = format!("{NS}/{name}");
-        let node = tokio::time::timeout(Duration::from_secs(30), async {
-            loop {
-                match decisions.recv().await {
-                    Ok(Decision::Placed { pod, node, .. }) if pod == key => return Some(node),
-                    Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {}
-                    Err(broadcast::error::RecvError::Closed) => return None,
-                }
-            }
-        })
-        .await
-        .ok()
-        .flatten()
-        .with_context(|| format!("{key} was not placed within 30 s"))?;
+        let node = decisions.node_of(client, &name).await?;
         share.total += 1;
         *share.per_node.entry(node.clone()).or_default() += 1;
         if FAILING.iter().any(|(n, _)| *n == node) {
