@@ -215,18 +215,29 @@ impl ControlPlane {
     async fn wait_ready(&mut self) -> anyhow::Result<()> {
         let client = self.client().await?;
         let started = Instant::now();
+        // The kube client logs every failed request as an error: ask nothing of kube-apiserver
+        // before it accepts connections (2-3 s of start-up), so that a start logs none.
+        let addr: std::net::SocketAddr = self
+            .url
+            .trim_start_matches("https://")
+            .parse()
+            .with_context(|| format!("the control plane's URL {}", self.url))?;
+        while tokio::net::TcpStream::connect(addr).await.is_err() {
+            self.all_running()?;
+            anyhow::ensure!(
+                started.elapsed() < READY_WITHIN,
+                "kube-apiserver did not listen on {addr} within {READY_WITHIN:?}\n{}",
+                self.log_tail("kube-apiserver")
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
         loop {
-            if let Some((name, status)) = self.processes.exited() {
-                bail!(
-                    "{name} exited ({status}) while the control plane started:\n{}",
-                    self.log_tail(&name)
-                );
-            }
+            self.all_running()?;
             let request = http::Request::get("/readyz").body(Vec::new())?;
             match client.request_text(request).await {
                 Ok(body) if body.trim() == "ok" => return Ok(()),
                 Ok(_) | Err(_) if started.elapsed() < READY_WITHIN => {
-                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    tokio::time::sleep(Duration::from_millis(250)).await;
                 }
                 Ok(body) => bail!("kube-apiserver not ready after {READY_WITHIN:?}: {body}"),
                 Err(e) => bail!(
@@ -234,6 +245,17 @@ impl ControlPlane {
                     self.log_tail("kube-apiserver")
                 ),
             }
+        }
+    }
+
+    /// Fails, with the end of its log, when a program has exited.
+    fn all_running(&mut self) -> anyhow::Result<()> {
+        match self.processes.exited() {
+            Some((name, status)) => bail!(
+                "{name} exited ({status}) while the control plane started:\n{}",
+                self.log_tail(&name)
+            ),
+            None => Ok(()),
         }
     }
 
