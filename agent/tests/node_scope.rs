@@ -1,16 +1,25 @@
-//! Node-scoped agents end to end: sim enforcing the ValidatingAdmissionPolicy and binding that
-//! deploy/ ships (read from deploy/manifests/telemesh.yaml, the chart rendered), and kube-rs
-//! clients with the agent service account's tokens, as the agent uses them. With a token bound
-//! to a Pod on node A (sim-node-0):
+//! Node-scoped agents end to end, on sim and on a real control plane (kube-apiserver with
+//! `Node,RBAC` authorization and the real CEL), the same scenario on each: the
+//! ValidatingAdmissionPolicy and binding that deploy/ ships and the agent's RBAC (read from
+//! deploy/manifests/telemesh.yaml, the chart rendered), and kube-rs clients with the agent
+//! service account's tokens, as the agent uses them. With a token bound to a Pod on node A
+//! (sim-node-0):
 //!
 //! - Node A is written (by the agent's own labeler), Node B is refused with the policy's message;
 //! - A's entry of a TASPolicy status is written, B's entry is refused (changed or removed);
 //! - a pod on A is evicted; a pod on B is refused by the agent's evictor without a request: a
 //!   policy cannot see the pod of an eviction (kube-apiserver hands it the Eviction, and so does
-//!   sim), which the last step shows by evicting it with the raw API.
+//!   sim), which the last step shows by evicting it with the raw API;
+//! - what RBAC refuses besides: reading a pod, and creating a Node by applying one that does
+//!   not exist (the agent may patch Nodes, not create them).
 //!
 //! A token of the same service account bound to no Pod is refused all three writes; another
-//! service account is not the agent, and the policy leaves it alone.
+//! service account with the agent's very RBAC is not the agent, and the policy leaves it alone.
+//!
+//! On sim the tokens are sim's table (`UserInfo::bound_to_pod` stands for the bound token); on
+//! the real control plane they come from the TokenRequest API, bound to a Pod of the agent's
+//! service account on node A, as kubelet mounts it. Each refusal is compared whole (code,
+//! reason, message and details) with what kube-apiserver answers, so sim cannot drift from it.
 #![allow(clippy::unwrap_used)]
 
 use std::collections::{BTreeMap, HashMap};
@@ -20,10 +29,13 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::admissionregistration::v1::{
     ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
 };
-use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use k8s_openapi::api::authentication::v1::SelfSubjectReview;
+use k8s_openapi::api::authorization::v1::SubjectAccessReview;
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod, ServiceAccount};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DynamicObject, EvictParams, Patch, PatchParams, PostParams};
-use kube::core::ApiResource;
+use kube::core::{ApiResource, Status};
 use serde_json::{Value, json};
 use telemesh_agent::config::EvictionConfig;
 use telemesh_agent::evictor::{Evictor, Outcome};
@@ -32,86 +44,102 @@ use telemesh_agent::scope::Refusals;
 use telemesh_core::policy::TASPolicy;
 use telemesh_core::policy::crd::CRD_YAML;
 use telemesh_core::testing::eventually;
-use telemesh_sim::apiserver::auth::PodBinding;
-use telemesh_sim::{Auth, Sim, SimConfig, UserInfo};
+use telemesh_sim::apiserver::auth::{
+    CREDENTIAL_ID_EXTRA, NODE_NAME_EXTRA, NODE_UID_EXTRA, POD_NAME_EXTRA, POD_UID_EXTRA, PodBinding,
+};
+use telemesh_sim::cluster::machines::{self, Machine};
+use telemesh_sim::control_plane::{ControlPlane, ControlPlaneConfig, binaries};
+use telemesh_sim::{Auth, Rule, Sim, SimConfig, UserInfo};
 
 const NS: &str = "health-metric-demo";
 const NODE_A: &str = "sim-node-0";
 const NODE_B: &str = "sim-node-1";
 const POLICY: &str = "telemesh-agent-node-scope";
+/// The agent's service account, as the manifests name it.
+const AGENT_NS: &str = "telemesh-system";
+const AGENT_SA: &str = "telemesh-agent";
+/// The agent's Pod on node A, which its token is bound to.
+const AGENT_POD: &str = "telemesh-agent-x7k2p";
+/// Another service account, bound to the agent's ClusterRole by the test.
+const OTHER_SA: &str = "node-labeler";
 const WAIT: Duration = Duration::from_secs(20);
 
-/// The policy and binding of the plain manifests (what `kubectl apply -f` installs).
-fn shipped_policy() -> (ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding) {
+/// Every document of the plain manifests (what `kubectl apply -f` installs).
+fn manifests() -> Vec<Value> {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/manifests/telemesh.yaml");
     let text = std::fs::read_to_string(&path).unwrap();
-    let docs: Vec<Value> = serde_yaml_ng::Deserializer::from_str(&text)
+    serde_yaml_ng::Deserializer::from_str(&text)
         .map(|d| serde::Deserialize::deserialize(d).unwrap())
-        .collect();
-    let of = |kind: &str| -> Value {
-        docs.iter()
-            .find(|d| d["kind"] == kind)
-            .unwrap_or_else(|| panic!("no {kind} in {}", path.display()))
-            .clone()
-    };
-    (
-        serde_json::from_value(of("ValidatingAdmissionPolicy")).unwrap(),
-        serde_json::from_value(of("ValidatingAdmissionPolicyBinding")).unwrap(),
-    )
+        .filter(|d: &Value| !d.is_null())
+        .collect()
 }
 
-fn agent() -> UserInfo {
-    UserInfo::service_account("telemesh-system", "telemesh-agent")
+/// The manifests' `kind` named `name`.
+fn shipped<T: serde::de::DeserializeOwned>(docs: &[Value], kind: &str, name: &str) -> T {
+    let doc = docs
+        .iter()
+        .find(|d| d["kind"] == kind && d["metadata"]["name"] == name)
+        .unwrap_or_else(|| panic!("no {kind} {name} in deploy/manifests/telemesh.yaml"));
+    serde_json::from_value(doc.clone()).unwrap()
 }
 
-fn tokens() -> Auth {
-    let admin = UserInfo {
-        username: "admin".into(),
-        groups: vec!["system:masters".into()],
-        ..UserInfo::default()
-    };
-    let on_a = agent().bound_to_pod(&PodBinding {
-        pod_name: "telemesh-agent-x7k2p".into(),
-        pod_uid: "uid-agent-pod".into(),
-        node_name: NODE_A.into(),
-        node_uid: "uid-sim-node-0".into(),
-    });
-    Auth {
-        tokens: HashMap::from([
-            ("admin".to_owned(), admin),
-            ("agent-on-a".to_owned(), on_a),
-            ("agent-unbound".to_owned(), agent()),
-            (
-                "coordinator".to_owned(),
-                UserInfo::service_account("telemesh-system", "telemesh-coordinator"),
-            ),
-        ]),
-        // Authorization is RBAC's (tests/tests/deploy.rs): here everyone may do everything,
-        // so the policy is the only thing that refuses.
-        rules: Vec::new(),
-    }
+fn user_name(sa: &str) -> String {
+    format!("system:serviceaccount:{AGENT_NS}:{sa}")
 }
 
-/// The message of a refused write: its status must be the policy's, 403 Forbidden.
-fn refusal(e: kube::Error) -> String {
+/// The refusal of a write, whole: kube-apiserver's Status.
+fn refusal(e: kube::Error) -> Status {
     match e {
-        kube::Error::Api(s) => {
-            assert_eq!((s.code, s.reason.as_str()), (403, "Forbidden"), "{s:?}");
-            s.message
-        }
-        other => panic!("expected the policy's refusal, got {other:?}"),
+        kube::Error::Api(s) => *s,
+        other => panic!("expected the API server's refusal, got {other:?}"),
     }
 }
 
-fn denied(resource: &str, why: &str) -> String {
-    format!(
-        "{resource} is forbidden: ValidatingAdmissionPolicy '{POLICY}' with binding '{POLICY}' denied request: {why}"
-    )
+/// kube-apiserver's Status for a write the node-scope policy denies (`reason: Forbidden`):
+/// `admission.NewForbidden`'s, with the policy's message as a cause too.
+fn denied(kind: &str, group: &str, name: &str, why: &str) -> Status {
+    let resource = if group.is_empty() {
+        kind.to_owned()
+    } else {
+        format!("{kind}.{group}")
+    };
+    let cause = format!(
+        "ValidatingAdmissionPolicy '{POLICY}' with binding '{POLICY}' denied request: {why}"
+    );
+    status(json!({
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "code": 403,
+        "reason": "Forbidden",
+        "message": format!("{resource} \"{name}\" is forbidden: {cause}"),
+        "details": {"name": name, "group": group, "kind": kind, "causes": [{"message": cause}]},
+    }))
 }
 
-fn pod(name: &str, node: &str) -> Pod {
+/// kube-apiserver's Status for a request RBAC refuses to the agent.
+fn unauthorized(verb: &str, kind: &str, name: &str, scope: &str) -> Status {
+    let user = user_name(AGENT_SA);
+    status(json!({
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "code": 403,
+        "reason": "Forbidden",
+        "message": format!("{kind} \"{name}\" is forbidden: User \"{user}\" cannot {verb} resource \"{kind}\" in API group \"\" {scope}"),
+        "details": {"name": name, "kind": kind},
+    }))
+}
+
+fn status(v: Value) -> Status {
+    serde_json::from_value(v).unwrap()
+}
+
+fn pod(name: &str, namespace: &str, node: &str) -> Pod {
     serde_json::from_value(json!({
-        "metadata": {"name": name, "namespace": NS},
+        "metadata": {"name": name, "namespace": namespace},
         "spec": {"nodeName": node, "containers": [{"name": "c", "image": "busybox"}]}
     }))
     .unwrap()
@@ -121,52 +149,230 @@ fn entry(strategy: &str) -> Value {
     json!({"strategies": [strategy], "rules": []})
 }
 
+fn status_patch(node: &str, value: Value) -> Patch<Value> {
+    Patch::Merge(json!({"status": {"nodes": {node: value}}}))
+}
+
+/// What stands behind the clients.
+enum Backend {
+    Sim(Sim),
+    Real {
+        plane: ControlPlane,
+        _dir: tempfile::TempDir,
+    },
+}
+
+/// What the scenario needs from either API server: an admin, and the tokens under test.
 struct Cluster {
-    sim: Sim,
+    backend: Backend,
     admin: kube::Client,
+    /// The agent's token bound to its Pod on node A.
+    on_a: kube::Client,
+    /// The agent's token bound to nothing.
+    unbound: kube::Client,
+    /// Another service account, with the agent's RBAC.
+    other: kube::Client,
     policies: ApiResource,
 }
 
 impl Cluster {
-    async fn start() -> Self {
+    /// sim, with the tokens in its table and the manifests' RBAC as its rules.
+    async fn on_sim() -> Self {
         telemesh_core::telemetry::init(telemesh_core::cli::LogFormat::Text, "warn");
-        let config = SimConfig {
-            auth: tokens(),
+        let docs = manifests();
+        let agent = || UserInfo::service_account(AGENT_NS, AGENT_SA);
+        let admin = UserInfo {
+            username: "admin".into(),
+            groups: vec!["system:masters".into()],
+            ..UserInfo::default()
+        };
+        let on_a = agent().bound_to_pod(&PodBinding {
+            pod_name: AGENT_POD.into(),
+            pod_uid: "uid-agent-pod".into(),
+            node_name: NODE_A.into(),
+            node_uid: "uid-sim-node-0".into(),
+        });
+        let role: ClusterRole = shipped(&docs, "ClusterRole", AGENT_SA);
+        let rules = role
+            .rules
+            .unwrap_or_default()
+            .into_iter()
+            .map(|r| Rule {
+                subjects: vec![user_name(AGENT_SA), user_name(OTHER_SA)],
+                verbs: r.verbs,
+                api_groups: r.api_groups.unwrap_or_default(),
+                resources: r.resources.unwrap_or_default(),
+                namespaces: Vec::new(),
+            })
+            .collect();
+        let auth = Auth {
+            tokens: HashMap::from([
+                ("admin".to_owned(), admin),
+                ("agent-on-a".to_owned(), on_a),
+                ("agent-unbound".to_owned(), agent()),
+                (
+                    "other".to_owned(),
+                    UserInfo::service_account(AGENT_NS, OTHER_SA),
+                ),
+            ]),
+            rules,
+        };
+        let sim = Sim::start(SimConfig {
+            auth,
             kubeconfig_token: Some("admin".into()),
             ..SimConfig::default()
-        };
-        let sim = Sim::start(config).await.unwrap();
-        telemesh_sim::nodes::create_nodes(&sim.server, 2).unwrap();
+        })
+        .await
+        .unwrap();
         let admin = sim.client().await.unwrap();
-        let pp = PostParams::default();
-        let crd: CustomResourceDefinition = serde_yaml_ng::from_str(CRD_YAML).unwrap();
-        Api::<CustomResourceDefinition>::all(admin.clone())
-            .create(&pp, &crd)
-            .await
-            .unwrap();
-        let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": NS}})).unwrap();
-        Api::<Namespace>::all(admin.clone())
-            .create(&pp, &ns)
-            .await
-            .unwrap();
-        let (vap, binding) = shipped_policy();
-        Api::<ValidatingAdmissionPolicy>::all(admin.clone())
-            .create(&pp, &vap)
-            .await
-            .unwrap();
-        Api::<ValidatingAdmissionPolicyBinding>::all(admin.clone())
-            .create(&pp, &binding)
-            .await
-            .unwrap();
-        Self {
-            sim,
+        install(&admin, &docs).await;
+        let (on_a, unbound, other) = (
+            sim.client_with_token("agent-on-a").await.unwrap(),
+            sim.client_with_token("agent-unbound").await.unwrap(),
+            sim.client_with_token("other").await.unwrap(),
+        );
+        Self::ready(Self {
+            backend: Backend::Sim(sim),
             admin,
+            on_a,
+            unbound,
+            other,
             policies: ApiResource::erase::<TASPolicy>(&()),
-        }
+        })
+        .await
     }
 
-    async fn client(&self, token: &str) -> kube::Client {
-        self.sim.client_with_token(token).await.unwrap()
+    /// A real control plane with the manifests' agent RBAC, the agent's service account, its
+    /// Pod on node A and real tokens; None when the binaries are not there (the test skips).
+    async fn on_real_control_plane(test: &str) -> Option<Self> {
+        let binaries = binaries::for_test(test)?;
+        telemesh_core::telemetry::init(telemesh_core::cli::LogFormat::Text, "warn");
+        let dir = tempfile::tempdir().unwrap();
+        let plane = ControlPlane::start(ControlPlaneConfig::new(binaries, dir.path().to_owned()))
+            .await
+            .unwrap();
+        let admin = plane.client().await.unwrap();
+        let docs = manifests();
+        install(&admin, &docs).await;
+        let pp = PostParams::default();
+        Api::<Namespace>::all(admin.clone())
+            .create(&pp, &shipped(&docs, "Namespace", AGENT_NS))
+            .await
+            .unwrap();
+        let accounts: Api<ServiceAccount> = Api::namespaced(admin.clone(), AGENT_NS);
+        accounts
+            .create(&pp, &shipped(&docs, "ServiceAccount", AGENT_SA))
+            .await
+            .unwrap();
+        let other: ServiceAccount =
+            serde_json::from_value(json!({"metadata": {"name": OTHER_SA}})).unwrap();
+        accounts.create(&pp, &other).await.unwrap();
+        Api::<ClusterRole>::all(admin.clone())
+            .create(&pp, &shipped(&docs, "ClusterRole", AGENT_SA))
+            .await
+            .unwrap();
+        let bindings: Api<ClusterRoleBinding> = Api::all(admin.clone());
+        bindings
+            .create(&pp, &shipped(&docs, "ClusterRoleBinding", AGENT_SA))
+            .await
+            .unwrap();
+        let other_binding: ClusterRoleBinding = serde_json::from_value(json!({
+            "metadata": {"name": OTHER_SA},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": AGENT_SA},
+            "subjects": [{"kind": "ServiceAccount", "name": OTHER_SA, "namespace": AGENT_NS}],
+        }))
+        .unwrap();
+        bindings.create(&pp, &other_binding).await.unwrap();
+        // The agent's Pod on node A, as the DaemonSet makes it; its token names A.
+        let mut agent_pod = pod(AGENT_POD, AGENT_NS, NODE_A);
+        agent_pod.spec.as_mut().unwrap().service_account_name = Some(AGENT_SA.into());
+        Api::<Pod>::namespaced(admin.clone(), AGENT_NS)
+            .create(&pp, &agent_pod)
+            .await
+            .unwrap();
+        let token = |pod: Option<&'static str>, sa: &'static str| {
+            let plane = &plane;
+            async move {
+                let token = plane
+                    .service_account_token(AGENT_NS, sa, pod)
+                    .await
+                    .unwrap();
+                plane.client_with_token(&token).await.unwrap()
+            }
+        };
+        let on_a = token(Some(AGENT_POD), AGENT_SA).await;
+        let unbound = token(None, AGENT_SA).await;
+        let other = token(None, OTHER_SA).await;
+        Some(
+            Self::ready(Self {
+                backend: Backend::Real { plane, _dir: dir },
+                admin,
+                on_a,
+                unbound,
+                other,
+                policies: ApiResource::erase::<TASPolicy>(&()),
+            })
+            .await,
+        )
+    }
+
+    /// Returns once the node-scope policy and the RBAC bindings are in force (kube-apiserver
+    /// loads both from watches) and pods can be made in the namespace (kube-controller-manager
+    /// makes its `default` ServiceAccount, which a real server's admission requires), all seen
+    /// in answers.
+    async fn ready(self) -> Self {
+        let dry_run = PatchParams {
+            dry_run: true,
+            ..PatchParams::default()
+        };
+        let nodes: Api<Node> = Api::all(self.on_a.clone());
+        eventually("the node-scope policy refuses A's agent on B", WAIT, || {
+            let (nodes, dry_run) = (nodes.clone(), dry_run.clone());
+            async move {
+                let label = Patch::Merge(json!({"metadata": {"labels": {"probe": "x"}}}));
+                match nodes.patch(NODE_B, &dry_run, &label).await {
+                    Err(kube::Error::Api(s)) if s.message.contains(POLICY) => Some(()),
+                    _ => None,
+                }
+            }
+        })
+        .await;
+        let accounts: Api<ServiceAccount> = Api::namespaced(self.admin.clone(), NS);
+        if matches!(self.backend, Backend::Real { .. }) {
+            // The authorizer reads bindings from a watch (the agent's own is known once the
+            // policy answered above: RBAC decides first).
+            let reviews: Api<SubjectAccessReview> = Api::all(self.admin.clone());
+            let review: SubjectAccessReview = serde_json::from_value(json!({"spec": {
+                "user": user_name(OTHER_SA),
+                "resourceAttributes": {"verb": "patch", "resource": "nodes"},
+            }}))
+            .unwrap();
+            eventually(
+                "RBAC lets the other service account patch nodes",
+                WAIT,
+                || {
+                    let (reviews, review) = (reviews.clone(), review.clone());
+                    async move {
+                        let answer = reviews.create(&PostParams::default(), &review).await.ok()?;
+                        answer.status.is_some_and(|s| s.allowed).then_some(())
+                    }
+                },
+            )
+            .await;
+            eventually("the namespace's default ServiceAccount", WAIT, || {
+                let accounts = accounts.clone();
+                async move { accounts.get_opt("default").await.ok().flatten() }
+            })
+            .await;
+        }
+        self
+    }
+
+    fn sim(&self) -> Option<&Sim> {
+        match &self.backend {
+            Backend::Sim(sim) => Some(sim),
+            Backend::Real { .. } => None,
+        }
     }
 
     fn taspolicies(&self, client: &kube::Client) -> Api<DynamicObject> {
@@ -205,21 +411,96 @@ impl Cluster {
     }
 }
 
-fn status_patch(node: &str, value: Value) -> Patch<Value> {
-    Patch::Merge(json!({"status": {"nodes": {node: value}}}))
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        if let Backend::Real { plane, .. } = &mut self.backend
+            && std::thread::panicking()
+        {
+            eprintln!("{}", plane.log_tail("kube-apiserver"));
+        }
+    }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_agent_token_for_node_a_is_refused_on_node_b() {
-    let cluster = Cluster::start().await;
+/// Whether the pod is on its way out: gone, or Terminating (deleting a pod bound to a node is
+/// graceful, and no kubelet finishes it here).
+async fn deleted(pods: &Api<Pod>, name: &str) -> bool {
+    let pod = pods.get_opt(name).await.unwrap();
+    pod.is_none_or(|p| p.metadata.deletion_timestamp.is_some())
+}
+
+/// What both backends install alike: the nodes, the TASPolicy CRD, the test namespace and the
+/// shipped policy and binding.
+async fn install(admin: &kube::Client, docs: &[Value]) {
+    machines::register(
+        admin,
+        &[Machine::standard(NODE_A), Machine::standard(NODE_B)],
+    )
+    .await
+    .unwrap();
+    let pp = PostParams::default();
+    let crd: CustomResourceDefinition = serde_yaml_ng::from_str(CRD_YAML).unwrap();
+    Api::<CustomResourceDefinition>::all(admin.clone())
+        .create(&pp, &crd)
+        .await
+        .unwrap();
+    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": NS}})).unwrap();
+    Api::<Namespace>::all(admin.clone())
+        .create(&pp, &ns)
+        .await
+        .unwrap();
+    Api::<ValidatingAdmissionPolicy>::all(admin.clone())
+        .create(&pp, &shipped(docs, "ValidatingAdmissionPolicy", POLICY))
+        .await
+        .unwrap();
+    Api::<ValidatingAdmissionPolicyBinding>::all(admin.clone())
+        .create(
+            &pp,
+            &shipped(docs, "ValidatingAdmissionPolicyBinding", POLICY),
+        )
+        .await
+        .unwrap();
+}
+
+async fn token_for_node_a_is_refused_on_node_b(cluster: Cluster) {
     cluster.policy_with_entries().await;
     let pods: Api<Pod> = Api::namespaced(cluster.admin.clone(), NS);
     for (name, node) in [("web-a", NODE_A), ("web-b", NODE_B)] {
-        pods.create(&PostParams::default(), &pod(name, node))
+        pods.create(&PostParams::default(), &pod(name, NS, node))
             .await
             .unwrap();
     }
-    let on_a = cluster.client("agent-on-a").await;
+    let on_a = cluster.on_a.clone();
+
+    // What the policy reads: the service account's user, with the Pod and the Node its token is
+    // bound to as extra keys.
+    let review = Api::<SelfSubjectReview>::all(on_a.clone())
+        .create(&PostParams::default(), &SelfSubjectReview::default())
+        .await
+        .unwrap();
+    let user = review.status.unwrap().user_info.unwrap();
+    assert_eq!(user.username.unwrap(), user_name(AGENT_SA));
+    assert_eq!(
+        user.groups.unwrap(),
+        [
+            "system:serviceaccounts",
+            "system:serviceaccounts:telemesh-system",
+            "system:authenticated"
+        ]
+    );
+    let extra = user.extra.unwrap();
+    let keys: Vec<&str> = extra.keys().map(String::as_str).collect();
+    assert_eq!(
+        keys,
+        [
+            CREDENTIAL_ID_EXTRA,
+            NODE_NAME_EXTRA,
+            NODE_UID_EXTRA,
+            POD_NAME_EXTRA,
+            POD_UID_EXTRA
+        ]
+    );
+    assert_eq!(extra[NODE_NAME_EXTRA], [NODE_A]);
+    assert_eq!(extra[POD_NAME_EXTRA], [AGENT_POD]);
 
     // Nodes: the agent's labeler writes node A; node B is refused.
     let mut labeler = Labeler::new(Api::all(on_a.clone()), NODE_A);
@@ -239,7 +520,9 @@ async fn an_agent_token_for_node_a_is_refused_on_node_b() {
     assert_eq!(
         refusal(e),
         denied(
-            &format!("nodes \"{NODE_B}\""),
+            "nodes",
+            "",
+            NODE_B,
             &format!("the agent on node {NODE_A} may write its own Node only, not {NODE_B}")
         )
     );
@@ -252,6 +535,36 @@ async fn an_agent_token_for_node_a_is_refused_on_node_b() {
             .labels
             .unwrap_or_default()
             .contains_key("scheduling-policy")
+    );
+
+    // What RBAC refuses besides the policy: the agent lists and watches pods but reads none
+    // alone, and an apply that would create a Node needs `create`, which it lacks.
+    let e = Api::<Pod>::namespaced(on_a.clone(), NS)
+        .get("web-a")
+        .await
+        .unwrap_err();
+    assert_eq!(
+        refusal(e),
+        unauthorized(
+            "get",
+            "pods",
+            "web-a",
+            &format!("in the namespace \"{NS}\"")
+        )
+    );
+    let apply = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "sim-node-9",
+        "labels": {"scheduling-policy": "violating"}}});
+    let e = nodes
+        .patch(
+            "sim-node-9",
+            &PatchParams::apply(telemesh_agent::labeler::FIELD_MANAGER).force(),
+            &Patch::Apply(&apply),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(
+        refusal(e),
+        unauthorized("create", "nodes", "sim-node-9", "at the cluster scope")
     );
 
     // TASPolicy status: A's entry and the shared problems are written; B's entry is not,
@@ -277,13 +590,20 @@ async fn an_agent_token_for_node_a_is_refused_on_node_b() {
     let own_entry = format!(
         "the agent on node {NODE_A} may write its own entry of the policy status only (status.nodes.{NODE_A})"
     );
-    let policy_name = "taspolicies.telemetry.intel.com \"scheduling-policy\"";
     for change in [entry("deschedule"), Value::Null] {
         let e = policies
             .patch_status("scheduling-policy", &pp, &status_patch(NODE_B, change))
             .await
             .unwrap_err();
-        assert_eq!(refusal(e), denied(policy_name, &own_entry));
+        assert_eq!(
+            refusal(e),
+            denied(
+                "taspolicies",
+                "telemetry.intel.com",
+                "scheduling-policy",
+                &own_entry
+            )
+        );
     }
     let nodes_status = cluster.status_nodes().await;
     assert_eq!(nodes_status[NODE_A], entry("deschedule"));
@@ -295,7 +615,9 @@ async fn an_agent_token_for_node_a_is_refused_on_node_b() {
 
     // Evictions: a pod on A goes; the agent's evictor refuses the pod on B without sending
     // anything.
-    cluster.sim.server.audit.enable();
+    if let Some(sim) = cluster.sim() {
+        sim.server.audit.enable();
+    }
     let mut evictor = Evictor::new(
         NODE_A,
         Refusals::default(),
@@ -325,36 +647,41 @@ async fn an_agent_token_for_node_a_is_refused_on_node_b() {
         evictor.evict(&web_b, "test", Instant::now()).await,
         Outcome::OutsideNode
     );
-    let evictions: Vec<String> = cluster
-        .sim
-        .server
-        .audit
-        .decisions()
-        .into_iter()
-        .filter(|d| d.attributes.subresource == "eviction")
-        .map(|d| d.attributes.name)
-        .collect();
-    assert_eq!(evictions, ["web-a"], "only A's pod was asked for");
-    assert!(pods.get_opt("web-a").await.unwrap().is_none());
-    pods.get("web-b").await.unwrap();
+    if let Some(sim) = cluster.sim() {
+        let evictions: Vec<String> = sim
+            .server
+            .audit
+            .decisions()
+            .into_iter()
+            .filter(|d| d.attributes.subresource == "eviction")
+            .map(|d| d.attributes.name)
+            .collect();
+        assert_eq!(evictions, ["web-a"], "only A's pod was asked for");
+    }
+    assert!(deleted(&pods, "web-a").await);
+    let web_b = pods.get("web-b").await.unwrap();
+    assert!(
+        web_b.metadata.deletion_timestamp.is_none(),
+        "B's pod untouched"
+    );
 
     // The limit of a policy: an eviction's object is the Eviction, which does not say where
-    // the pod runs, so the server admits A's token evicting B's pod. Only the agent refuses it.
+    // the pod runs, so the server admits A's token evicting B's pod (and so would have, had the
+    // evictor asked: it did not, since the pod is still there). Only the agent refuses it.
     Api::<Pod>::namespaced(on_a.clone(), NS)
         .evict("web-b", &EvictParams::default())
         .await
         .unwrap();
+    assert!(deleted(&pods, "web-b").await);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_token_bound_to_no_node_is_refused_and_other_users_are_not_the_agent() {
-    let cluster = Cluster::start().await;
+async fn unbound_token_is_refused_and_other_users_are_not_the_agent(cluster: Cluster) {
     cluster.policy_with_entries().await;
     let pods: Api<Pod> = Api::namespaced(cluster.admin.clone(), NS);
-    pods.create(&PostParams::default(), &pod("web-a", NODE_A))
+    pods.create(&PostParams::default(), &pod("web-a", NS, NODE_A))
         .await
         .unwrap();
-    let unbound = cluster.client("agent-unbound").await;
+    let unbound = cluster.unbound.clone();
     let no_node = "the agent's token names no node (authentication.kubernetes.io/node-name): use \
                    the service account token kubelet mounts in the agent's Pod, on Kubernetes 1.30 \
                    or later";
@@ -363,7 +690,7 @@ async fn a_token_bound_to_no_node_is_refused_and_other_users_are_not_the_agent()
         .sync(&BTreeMap::from([("p".to_owned(), "violating".to_owned())]))
         .await
         .unwrap_err();
-    assert_eq!(refusal(e), denied(&format!("nodes \"{NODE_A}\""), no_node));
+    assert_eq!(refusal(e), denied("nodes", "", NODE_A, no_node));
     let e = cluster
         .taspolicies(&unbound)
         .patch_status(
@@ -376,7 +703,9 @@ async fn a_token_bound_to_no_node_is_refused_and_other_users_are_not_the_agent()
     assert_eq!(
         refusal(e),
         denied(
-            "taspolicies.telemetry.intel.com \"scheduling-policy\"",
+            "taspolicies",
+            "telemetry.intel.com",
+            "scheduling-policy",
             no_node
         )
     );
@@ -384,17 +713,47 @@ async fn a_token_bound_to_no_node_is_refused_and_other_users_are_not_the_agent()
         .evict("web-a", &EvictParams::default())
         .await
         .unwrap_err();
-    assert_eq!(refusal(e), denied("pods \"web-a\"", no_node));
-    pods.get("web-a").await.unwrap();
+    assert_eq!(refusal(e), denied("pods", "", "web-a", no_node));
+    let web_a = pods.get("web-a").await.unwrap();
+    assert!(web_a.metadata.deletion_timestamp.is_none());
 
-    // The coordinator's service account is not the agent's: the policy does not apply.
-    let coordinator = cluster.client("coordinator").await;
-    Api::<Node>::all(coordinator)
+    // Another service account with the very same RBAC is not the agent: the policy does not
+    // apply to it.
+    Api::<Node>::all(cluster.other.clone())
         .patch(
             NODE_B,
             &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"labels": {"by": "coordinator"}}})),
+            &Patch::Merge(json!({"metadata": {"labels": {"by": OTHER_SA}}})),
         )
         .await
         .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_token_for_node_a_is_refused_on_node_b_on_sim() {
+    token_for_node_a_is_refused_on_node_b(Cluster::on_sim().await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_token_for_node_a_is_refused_on_node_b_on_real_control_plane() {
+    let test = "an_agent_token_for_node_a_is_refused_on_node_b_on_real_control_plane";
+    let Some(cluster) = Cluster::on_real_control_plane(test).await else {
+        return;
+    };
+    token_for_node_a_is_refused_on_node_b(cluster).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_bound_to_no_node_is_refused_and_other_users_are_not_the_agent_on_sim() {
+    unbound_token_is_refused_and_other_users_are_not_the_agent(Cluster::on_sim().await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_bound_to_no_node_is_refused_and_other_users_are_not_the_agent_on_real_control_plane()
+ {
+    let test = "a_token_bound_to_no_node_is_refused_and_other_users_are_not_the_agent_on_real_control_plane";
+    let Some(cluster) = Cluster::on_real_control_plane(test).await else {
+        return;
+    };
+    unbound_token_is_refused_and_other_users_are_not_the_agent(cluster).await;
 }

@@ -2,8 +2,10 @@
 //! from sim. Every call shape of WAM's README (seed 000) is accepted and stored as asked; both
 //! dialects answer byte for byte as WAM (gorilla) or JSON-RPC 2.0 define; bad params get WAM's
 //! messages; idempotency keys give one action, also under concurrency; Get and Wait read
-//! actions back; batches; authentication and authorization through sim's TokenReview and
-//! SubjectAccessReview; Bind's synchronous refusals; the JSON API's guard; metrics.
+//! actions back; batches; authentication and authorization through the API server's TokenReview
+//! and SubjectAccessReview, on sim and on a real control plane (the coordinator there with the
+//! shipped RBAC and a real service-account token); Bind's synchronous refusals; the JSON API's
+//! guard; metrics.
 #![allow(clippy::unwrap_used)]
 
 use std::collections::HashMap;
@@ -12,11 +14,13 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt as _, Full};
+use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use telemesh_core::action::WorkloadAction;
 use telemesh_core::testing::eventually;
+use telemesh_sim::control_plane::binaries;
 use telemesh_sim::{Auth, Rule, Sim, UserInfo};
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -37,19 +41,7 @@ impl Env {
     async fn start(auth: Option<Auth>) -> Self {
         telemesh_core::telemetry::init(telemesh_core::cli::LogFormat::Text, "warn");
         let env = actions_env::start(auth, NS).await;
-        for i in 1..=8 {
-            let node: Node = serde_json::from_value(telemesh_sim::nodes::node_object(
-                &format!("k3d-aces-agent-{i}"),
-                "2",
-                "4Gi",
-                110,
-            ))
-            .unwrap();
-            Api::<Node>::all(env.client.clone())
-                .create(&PostParams::default(), &node)
-                .await
-                .unwrap();
-        }
+        add_nodes(&env.client).await;
         let (sim, client, coordinator, dir) = env.into_parts();
         Self {
             sim,
@@ -90,6 +82,23 @@ impl Env {
         .unwrap();
         Api::<Pod>::namespaced(self.client.clone(), NS)
             .create(&PostParams::default(), &pod)
+            .await
+            .unwrap();
+    }
+}
+
+/// WAM's nodes, 2 CPUs each.
+async fn add_nodes(client: &kube::Client) {
+    for i in 1..=8 {
+        let node: Node = serde_json::from_value(telemesh_sim::nodes::node_object(
+            &format!("k3d-aces-agent-{i}"),
+            "2",
+            "4Gi",
+            110,
+        ))
+        .unwrap();
+        Api::<Node>::all(client.clone())
+            .create(&PostParams::default(), &node)
             .await
             .unwrap();
     }
@@ -781,10 +790,46 @@ fn auth_table() -> Auth {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn callers_are_authenticated_and_authorized_through_the_api_server() {
-    let env = Env::start(Some(auth_table())).await;
-    let addr = env.api();
+/// One caller of the API: its bearer token and who the API server says it is.
+struct Caller {
+    token: String,
+    username: String,
+    groups: Vec<String>,
+}
+
+impl Caller {
+    fn bearer(&self) -> String {
+        format!("Bearer {}", self.token)
+    }
+}
+
+/// What the authentication scenario needs from either API server: the replica's doors, an
+/// admin client to read back what it stored, and two callers.
+struct AuthEnv {
+    api: SocketAddr,
+    health: SocketAddr,
+    client: kube::Client,
+    /// May create and get WorkloadActions in `ul`, and get nodes.
+    alice: Caller,
+    /// May do neither.
+    bob: Caller,
+}
+
+async fn callers_are_authenticated_and_authorized(env: AuthEnv) {
+    let addr = env.api;
+    let actions: Api<WorkloadAction> = Api::namespaced(env.client.clone(), NS);
+    let count = || {
+        let actions = actions.clone();
+        async move {
+            actions
+                .list(&ListParams::default())
+                .await
+                .unwrap()
+                .items
+                .len()
+        }
+    };
+    let (alice, bob) = (env.alice.bearer(), env.bob.bearer());
     let call = delete_call("a-1", None);
     let v2 = format!(r#"{{"jsonrpc":"2.0",{}"#, &call[1..]);
     // No token, or a bad one: 401 in the caller's dialect.
@@ -800,52 +845,87 @@ async fn callers_are_authenticated_and_authorized_through_the_api_server() {
     let r = rpc_with(addr, &[("authorization", "Bearer nope")], &v2).await;
     assert_eq!(r.status, 401);
     assert_eq!(r.json()["error"]["code"], -32001);
+    assert_eq!(
+        r.json()["error"]["message"],
+        "the bearer token is not valid: invalid bearer token",
+        "{}",
+        r.body
+    );
+    // The review behind it, whole, and one of a valid token.
+    let reviews: Api<TokenReview> = Api::all(env.client.clone());
+    let review = |token: &str| TokenReview {
+        spec: TokenReviewSpec {
+            token: Some(token.to_owned()),
+            audiences: None,
+        },
+        ..TokenReview::default()
+    };
+    let answer = reviews
+        .create(&PostParams::default(), &review("nope"))
+        .await
+        .unwrap();
+    assert_eq!(
+        serde_json::to_value(answer.status).unwrap(),
+        json!({"user": {}, "error": "invalid bearer token"})
+    );
+    let answer = reviews
+        .create(&PostParams::default(), &review(&env.bob.token))
+        .await
+        .unwrap()
+        .status
+        .unwrap();
+    assert_eq!(answer.authenticated, Some(true));
+    assert_eq!(
+        answer.audiences.unwrap(),
+        [telemesh_sim::apiserver::auth::API_AUDIENCE]
+    );
+    let user = answer.user.unwrap();
+    assert_eq!(user.username.unwrap(), env.bob.username);
+    assert_eq!(user.groups.unwrap(), env.bob.groups);
+    assert!(!user.uid.unwrap_or_default().is_empty());
     // Authenticated but not allowed: 403.
-    let r = rpc_with(addr, &[("authorization", "Bearer bob-token")], &call).await;
+    let r = rpc_with(addr, &[("authorization", &bob)], &call).await;
     assert_eq!(r.status, 403);
     assert_eq!(
         r.json()["error"],
-        r#"User "bob" cannot create resource "workloadactions" in API group "telemesh.io" in the namespace "ul""#
+        format!(
+            r#"User "{}" cannot create resource "workloadactions" in API group "telemesh.io" in the namespace "ul""#,
+            env.bob.username
+        )
     );
-    let r = rpc_with(addr, &[("authorization", "Bearer bob-token")], &v2).await;
+    let r = rpc_with(addr, &[("authorization", &bob)], &v2).await;
     assert_eq!(r.json()["error"]["code"], -32003);
     // alice may act in ul, and is recorded as the requester; not elsewhere.
     let id = gorilla_ok(
-        &rpc_with(addr, &[("authorization", "Bearer alice-token")], &call).await,
+        &rpc_with(addr, &[("authorization", &alice)], &call).await,
         "\"1\"",
     );
-    let a = env.stored(&id).await;
-    assert_eq!(a.spec.requester.username, "alice");
-    assert_eq!(a.spec.requester.groups, ["aiops"]);
+    let a = actions.get(&id).await.unwrap();
+    assert_eq!(a.spec.requester.username, env.alice.username);
+    assert_eq!(a.spec.requester.groups, env.alice.groups);
     let other = call.replace("\"namespace\":\"ul\"", "\"namespace\":\"default\"");
-    let r = rpc_with(addr, &[("authorization", "Bearer alice-token")], &other).await;
+    let r = rpc_with(addr, &[("authorization", &alice)], &other).await;
     assert_eq!(r.status, 403, "{}", r.body);
     let get = format!(
         r#"{{"method":"action.Get","params":[{{"actionId":"{id}","namespace":"ul"}}],"id":"1"}}"#
     );
-    let r = rpc_with(addr, &[("authorization", "Bearer alice-token")], &get).await;
+    let r = rpc_with(addr, &[("authorization", &alice)], &get).await;
     assert_eq!(r.json()["result"]["actionId"], id.as_str());
-    let r = rpc_with(addr, &[("authorization", "Bearer bob-token")], &get).await;
+    let r = rpc_with(addr, &[("authorization", &bob)], &get).await;
     assert_eq!(r.status, 403);
-    assert_eq!(env.count().await, 1);
+    assert_eq!(count().await, 1);
     // The telemetry API: plain JSON errors.
     let r = request("GET", addr, "/api/v1/nodes", &[], "").await;
     assert_eq!(r.status, 401);
     assert!(r.json()["error"].as_str().unwrap().contains("bearer token"));
-    let r = request(
-        "GET",
-        addr,
-        "/api/v1/nodes",
-        &[("authorization", "Bearer bob-token")],
-        "",
-    )
-    .await;
+    let r = request("GET", addr, "/api/v1/nodes", &[("authorization", &bob)], "").await;
     assert_eq!(r.status, 403);
-    assert!(
-        r.json()["error"]
-            .as_str()
-            .unwrap()
-            .contains(r#"cannot get resource "nodes""#),
+    assert_eq!(
+        r.json()["error"],
+        format!(
+            r#"User "{}" cannot get resource "nodes" in API group "" at the cluster scope"#,
+            env.bob.username
+        ),
         "{}",
         r.body
     );
@@ -853,19 +933,364 @@ async fn callers_are_authenticated_and_authorized_through_the_api_server() {
         "GET",
         addr,
         "/api/v1/nodes",
-        &[("authorization", "Bearer alice-token")],
+        &[("authorization", &alice)],
         "",
     )
     .await;
     assert_eq!(r.status, 200, "{}", r.body);
     // /readyz does not claim auth is off.
-    let health = env.coordinator.http_addr;
+    let health = env.health;
     let r = eventually("ready", WAIT, || async move {
         let r = request("GET", health, "/readyz", &[], "").await;
         (r.status == 200).then_some(r)
     })
     .await;
     assert!(!r.body.contains("api-auth"), "{}", r.body);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn callers_are_authenticated_and_authorized_through_the_api_server_on_sim() {
+    let env = Env::start(Some(auth_table())).await;
+    // The table's groups, and the one the API server adds for every authenticated user.
+    let caller = |name: &str, groups: &[&str]| Caller {
+        token: format!("{name}-token"),
+        username: name.to_owned(),
+        groups: groups
+            .iter()
+            .chain(&["system:authenticated"])
+            .map(|g| (*g).to_owned())
+            .collect(),
+    };
+    callers_are_authenticated_and_authorized(AuthEnv {
+        api: env.api(),
+        health: env.coordinator.http_addr,
+        client: env.client.clone(),
+        alice: caller("alice", &["aiops"]),
+        bob: caller("bob", &[]),
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn callers_are_authenticated_and_authorized_through_the_api_server_on_real_control_plane() {
+    let test =
+        "callers_are_authenticated_and_authorized_through_the_api_server_on_real_control_plane";
+    let Some(binaries) = binaries::for_test(test) else {
+        return;
+    };
+    let env = real::RealEnv::start(binaries).await;
+    let caller = |name: &str, token: String| Caller {
+        token,
+        username: format!("system:serviceaccount:{NS}:{name}"),
+        groups: vec![
+            "system:serviceaccounts".into(),
+            format!("system:serviceaccounts:{NS}"),
+            "system:authenticated".into(),
+        ],
+    };
+    callers_are_authenticated_and_authorized(AuthEnv {
+        api: env.coordinator.api_addr,
+        health: env.coordinator.http_addr,
+        client: env.admin.clone(),
+        alice: caller("alice", env.token("alice").await),
+        bob: caller("bob", env.token("bob").await),
+    })
+    .await;
+}
+
+/// The replica against a real control plane, authenticated as the manifests' coordinator
+/// service account and authorized by exactly the RBAC they ship for it (its ClusterRole for
+/// TokenReviews, SubjectAccessReviews and WorkloadActions; its Role for the Lease in the
+/// release namespace), so that the test shows that RBAC suffices. Callers are service
+/// accounts of `ul`: alice with a Role to act there and a ClusterRole to read nodes, bob with
+/// nothing.
+mod real {
+    use std::path::PathBuf;
+
+    use clap::Parser as _;
+    use k8s_openapi::api::authorization::v1::SubjectAccessReview;
+    use k8s_openapi::api::coordination::v1::Lease;
+    use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+    use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    use kube::api::{Api, ListParams, PostParams};
+    use serde_json::{Value, json};
+    use telemesh_core::action::WorkloadAction;
+    use telemesh_sim::control_plane::{ControlPlane, ControlPlaneConfig};
+    use tokio_util::sync::CancellationToken;
+
+    use super::{NS, WAIT, add_nodes};
+
+    const RELEASE_NS: &str = "telemesh-system";
+    const COORDINATOR: &str = "telemesh-coordinator";
+
+    pub struct RealEnv {
+        pub plane: ControlPlane,
+        pub admin: kube::Client,
+        pub coordinator: telemesh_coordinator::Coordinator,
+        _dir: tempfile::TempDir,
+    }
+
+    impl Drop for RealEnv {
+        fn drop(&mut self) {
+            if std::thread::panicking() {
+                eprintln!("{}", self.plane.log_tail("kube-apiserver"));
+            }
+        }
+    }
+
+    /// Every document of the plain manifests (what `kubectl apply -f` installs).
+    fn manifests() -> Vec<Value> {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../deploy/manifests/telemesh.yaml");
+        let text = std::fs::read_to_string(&path).unwrap();
+        serde_yaml_ng::Deserializer::from_str(&text)
+            .map(|d| serde::Deserialize::deserialize(d).unwrap())
+            .filter(|d: &Value| !d.is_null())
+            .collect()
+    }
+
+    /// The manifests' `kind` named `name`.
+    fn shipped<T: serde::de::DeserializeOwned>(docs: &[Value], kind: &str, name: &str) -> T {
+        let doc = docs
+            .iter()
+            .find(|d| d["kind"] == kind && d["metadata"]["name"] == name)
+            .unwrap_or_else(|| panic!("no {kind} {name} in deploy/manifests/telemesh.yaml"));
+        serde_json::from_value(doc.clone()).unwrap()
+    }
+
+    fn object<T: serde::de::DeserializeOwned>(v: Value) -> T {
+        serde_json::from_value(v).unwrap()
+    }
+
+    /// Returns once RBAC lets service account `account` (`namespace:name`) `verb` `resource`,
+    /// as a SubjectAccessReview answers.
+    async fn until_allowed(
+        admin: &kube::Client,
+        account: &str,
+        verb: &str,
+        group: &str,
+        resource: &str,
+        namespace: &str,
+    ) {
+        let reviews: Api<SubjectAccessReview> = Api::all(admin.clone());
+        let review: SubjectAccessReview = object(json!({"spec": {
+            "user": format!("system:serviceaccount:{account}"),
+            "resourceAttributes": {"verb": verb, "group": group, "resource": resource,
+                                   "namespace": namespace},
+        }}));
+        let what = format!("RBAC lets {account} {verb} {resource}");
+        telemesh_core::testing::eventually(&what, WAIT, || {
+            let (reviews, review) = (reviews.clone(), review.clone());
+            async move {
+                let answer = reviews.create(&PostParams::default(), &review).await.ok()?;
+                answer.status.is_some_and(|s| s.allowed).then_some(())
+            }
+        })
+        .await;
+    }
+
+    impl RealEnv {
+        pub async fn start(binaries: PathBuf) -> Self {
+            telemesh_core::telemetry::init(telemesh_core::cli::LogFormat::Text, "warn");
+            let dir = tempfile::tempdir().unwrap();
+            let plane =
+                ControlPlane::start(ControlPlaneConfig::new(binaries, dir.path().to_owned()))
+                    .await
+                    .unwrap();
+            let admin = plane.client().await.unwrap();
+            let pp = PostParams::default();
+            for yaml in [
+                telemesh_core::action::crd::CRD_YAML,
+                telemesh_core::policy::crd::CRD_YAML,
+            ] {
+                let crd: CustomResourceDefinition = serde_yaml_ng::from_str(yaml).unwrap();
+                Api::<CustomResourceDefinition>::all(admin.clone())
+                    .create(&pp, &crd)
+                    .await
+                    .unwrap();
+            }
+            add_nodes(&admin).await;
+            let docs = manifests();
+            let namespaces: Api<Namespace> = Api::all(admin.clone());
+            namespaces
+                .create(&pp, &shipped(&docs, "Namespace", RELEASE_NS))
+                .await
+                .unwrap();
+            namespaces
+                .create(&pp, &object(json!({"metadata": {"name": NS}})))
+                .await
+                .unwrap();
+            // The coordinator's identity and RBAC, as shipped.
+            Api::<ServiceAccount>::namespaced(admin.clone(), RELEASE_NS)
+                .create(&pp, &shipped(&docs, "ServiceAccount", COORDINATOR))
+                .await
+                .unwrap();
+            Api::<ClusterRole>::all(admin.clone())
+                .create(&pp, &shipped(&docs, "ClusterRole", COORDINATOR))
+                .await
+                .unwrap();
+            Api::<ClusterRoleBinding>::all(admin.clone())
+                .create(&pp, &shipped(&docs, "ClusterRoleBinding", COORDINATOR))
+                .await
+                .unwrap();
+            Api::<Role>::namespaced(admin.clone(), RELEASE_NS)
+                .create(&pp, &shipped(&docs, "Role", COORDINATOR))
+                .await
+                .unwrap();
+            Api::<RoleBinding>::namespaced(admin.clone(), RELEASE_NS)
+                .create(&pp, &shipped(&docs, "RoleBinding", COORDINATOR))
+                .await
+                .unwrap();
+            // The callers.
+            let accounts: Api<ServiceAccount> = Api::namespaced(admin.clone(), NS);
+            for name in ["alice", "bob"] {
+                accounts
+                    .create(&pp, &object(json!({"metadata": {"name": name}})))
+                    .await
+                    .unwrap();
+            }
+            let alice = json!([{"kind": "ServiceAccount", "name": "alice", "namespace": NS}]);
+            Api::<Role>::namespaced(admin.clone(), NS)
+                .create(
+                    &pp,
+                    &object(json!({
+                        "metadata": {"name": "actions"},
+                        "rules": [{"apiGroups": ["telemesh.io"], "resources": ["workloadactions"],
+                                   "verbs": ["create", "get"]}],
+                    })),
+                )
+                .await
+                .unwrap();
+            Api::<RoleBinding>::namespaced(admin.clone(), NS)
+                .create(
+                    &pp,
+                    &object(json!({
+                        "metadata": {"name": "alice-actions"},
+                        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "actions"},
+                        "subjects": alice,
+                    })),
+                )
+                .await
+                .unwrap();
+            Api::<ClusterRole>::all(admin.clone())
+                .create(
+                    &pp,
+                    &object(json!({
+                        "metadata": {"name": "node-reader"},
+                        "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]}],
+                    })),
+                )
+                .await
+                .unwrap();
+            Api::<ClusterRoleBinding>::all(admin.clone())
+                .create(
+                    &pp,
+                    &object(json!({
+                        "metadata": {"name": "alice-node-reader"},
+                        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "node-reader"},
+                        "subjects": alice,
+                    })),
+                )
+                .await
+                .unwrap();
+            // Another replica leads for the whole test, as in the sim tests: nothing runs the
+            // stored actions.
+            let now = jiff::Timestamp::now();
+            Api::<Lease>::namespaced(admin.clone(), RELEASE_NS)
+                .create(
+                    &pp,
+                    &object(json!({
+                        "metadata": {"name": COORDINATOR},
+                        "spec": {"holderIdentity": "another-replica", "leaseDurationSeconds": 3600,
+                                 "acquireTime": now.to_string(), "renewTime": now.to_string()},
+                    })),
+                )
+                .await
+                .unwrap();
+            // The authorizer reads bindings from a watch: wait until it knows the new ones.
+            for (account, verb, group, resource, namespace) in [
+                (
+                    format!("{RELEASE_NS}:{COORDINATOR}"),
+                    "create",
+                    "authentication.k8s.io",
+                    "tokenreviews",
+                    "",
+                ),
+                (
+                    format!("{RELEASE_NS}:{COORDINATOR}"),
+                    "create",
+                    "authorization.k8s.io",
+                    "subjectaccessreviews",
+                    "",
+                ),
+                (
+                    format!("{RELEASE_NS}:{COORDINATOR}"),
+                    "create",
+                    "coordination.k8s.io",
+                    "leases",
+                    RELEASE_NS,
+                ),
+                (
+                    format!("{NS}:alice"),
+                    "create",
+                    "telemesh.io",
+                    "workloadactions",
+                    NS,
+                ),
+                (format!("{NS}:alice"), "get", "", "nodes", ""),
+            ] {
+                until_allowed(&admin, &account, verb, group, resource, namespace).await;
+            }
+            let token = plane
+                .service_account_token(RELEASE_NS, COORDINATOR, None)
+                .await
+                .unwrap();
+            let kubeconfig = dir.path().join("coordinator.kubeconfig");
+            telemesh_sim::kubeconfig::write(&kubeconfig, &plane.kubeconfig_yaml_with_token(&token))
+                .unwrap();
+            let args = [
+                "telemesh-coordinator".to_owned(),
+                "--insecure-gossip".into(),
+                format!("--kubeconfig={}", kubeconfig.display()),
+                "--gossip-listen=127.0.0.1:0".into(),
+                "--extender-listen=127.0.0.1:0".into(),
+                "--api-listen=127.0.0.1:0".into(),
+                "--http-listen=127.0.0.1:0".into(),
+                "--view-sync-timeout=100ms".into(),
+                "--api-auth=kubernetes".into(),
+                format!("--leader-lease={COORDINATOR}"),
+                format!("--leader-lease-namespace={RELEASE_NS}"),
+            ];
+            let config = telemesh_coordinator::config::Config::try_from(
+                telemesh_coordinator::config::Cli::try_parse_from(args).unwrap(),
+            )
+            .unwrap();
+            let coordinator = telemesh_coordinator::start(config, CancellationToken::new())
+                .await
+                .unwrap();
+            let actions = Api::<WorkloadAction>::namespaced(admin.clone(), NS);
+            telemesh_core::testing::eventually("WorkloadActions are served", WAIT, || {
+                let actions = actions.clone();
+                async move { actions.list(&ListParams::default()).await.ok().map(|_| ()) }
+            })
+            .await;
+            Self {
+                plane,
+                admin,
+                coordinator,
+                _dir: dir,
+            }
+        }
+
+        /// A token of service account `name` of `ul`.
+        pub async fn token(&self, name: &str) -> String {
+            self.plane
+                .service_account_token(NS, name, None)
+                .await
+                .unwrap()
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

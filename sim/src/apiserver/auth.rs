@@ -36,6 +36,13 @@ pub struct UserInfo {
     pub extra: BTreeMap<String, Vec<String>>,
 }
 
+/// The audience of tokens reviewed without one: kube-apiserver's `--api-audiences`, which
+/// defaults to its service-account issuer (the real control plane's, kubeadm's).
+pub const API_AUDIENCE: &str = crate::control_plane::SERVICE_ACCOUNT_ISSUER;
+
+/// The group of every authenticated user.
+pub const AUTHENTICATED_GROUP: &str = "system:authenticated";
+
 /// The extra key of a bound service account token naming the Node its Pod runs on.
 pub const NODE_NAME_EXTRA: &str = "authentication.kubernetes.io/node-name";
 /// The extra key of a bound service account token with the uid of that Node.
@@ -167,11 +174,19 @@ impl Auth {
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.strip_prefix("Bearer "))
             .ok_or_else(ApiError::unauthorized)?;
-        self.tokens
-            .get(token.trim())
-            .cloned()
+        self.user(token.trim())
             .map(Some)
             .ok_or_else(ApiError::unauthorized)
+    }
+
+    /// The user `token` authenticates as: its entry, in group `system:authenticated` too, as
+    /// kube-apiserver puts every authenticated user (its authenticated-group adder).
+    fn user(&self, token: &str) -> Option<UserInfo> {
+        let mut user = self.tokens.get(token)?.clone();
+        if !user.groups.iter().any(|g| g == AUTHENTICATED_GROUP) {
+            user.groups.push(AUTHENTICATED_GROUP.into());
+        }
+        Some(user)
     }
 
     /// Returns whether `user` may do `attrs`.
@@ -241,15 +256,22 @@ impl Auth {
         .with_details(json!({"name": attrs.name, "group": attrs.group, "kind": attrs.resource})))
     }
 
-    /// Answers a TokenReview: fills in `status`.
+    /// Answers a TokenReview: fills in `status` as kube-apiserver does. A token it accepts
+    /// answers the audiences it is valid for: the review's, else the API server's own
+    /// ([`API_AUDIENCE`]; the table's tokens hold for any audience). One it rejects answers
+    /// an empty user and no `authenticated` (Go's `omitempty` drops the false).
     pub fn token_review(&self, mut review: Value) -> Value {
         let token = review
             .pointer("/spec/token")
             .and_then(Value::as_str)
             .unwrap_or_default();
-        let status = match self.tokens.get(token) {
-            Some(u) => json!({"authenticated": true, "user": u.to_json()}),
-            None => json!({"authenticated": false, "error": "invalid bearer token"}),
+        let audiences = match review.pointer("/spec/audiences") {
+            Some(Value::Array(a)) if !a.is_empty() => Value::Array(a.clone()),
+            _ => json!([API_AUDIENCE]),
+        };
+        let status = match self.user(token) {
+            Some(u) => json!({"authenticated": true, "user": u.to_json(), "audiences": audiences}),
+            None => json!({"user": {}, "error": "invalid bearer token"}),
         };
         review["status"] = status;
         review
@@ -417,7 +439,13 @@ mod tests {
         let mut h = HeaderMap::new();
         assert_eq!(a.authenticate(&h).unwrap_err().code, 401);
         h.insert(header::AUTHORIZATION, "Bearer t1".parse().unwrap());
-        assert_eq!(a.authenticate(&h).unwrap().unwrap().username, "alice");
+        let alice = a.authenticate(&h).unwrap().unwrap();
+        assert_eq!(alice.username, "alice");
+        assert_eq!(
+            alice.groups.last().unwrap(),
+            AUTHENTICATED_GROUP,
+            "as kube-apiserver"
+        );
         h.insert(header::AUTHORIZATION, "Bearer nope".parse().unwrap());
         assert_eq!(a.authenticate(&h).unwrap_err().code, 401);
     }
@@ -452,6 +480,15 @@ mod tests {
         let a = auth();
         let tr = a.token_review(json!({"spec": {"token": "t1"}}));
         assert_eq!(tr["status"]["user"]["username"], "alice");
+        assert_eq!(tr["status"]["audiences"], json!([API_AUDIENCE]));
+        let tr = a.token_review(json!({"spec": {"token": "t1", "audiences": ["api"]}}));
+        assert_eq!(tr["status"]["audiences"], json!(["api"]));
+        let tr = a.token_review(json!({"spec": {"token": "nope"}}));
+        assert_eq!(
+            tr["status"],
+            json!({"user": {}, "error": "invalid bearer token"}),
+            "kube-apiserver's answer"
+        );
         assert!(
             tr["status"]["user"].get("extra").is_none(),
             "no extra: none sent"
