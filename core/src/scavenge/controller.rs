@@ -706,10 +706,13 @@ pub fn reconcile(o: &Observed<'_>) -> Decision {
         };
     }
 
-    // A pod that failed on its own (not removed by preemption or eviction) fails the job.
+    // A pod that failed on its own (not removed by preemption, eviction or deletion) fails the
+    // job. A deleted pod's kubelet reports it Failed (exit 143 after SIGTERM) once its
+    // containers stop, and a real API server keeps it, Terminating, until then and while the
+    // Job controller's finalizer holds it: that is an interruption, not a failure.
     if let Some(pod) = run_pods
         .iter()
-        .find(|p| phase_of(p) == "Failed" && !disrupted(p) && !evicted(p))
+        .find(|p| phase_of(p) == "Failed" && !leaving(p))
     {
         let mut delete = stale;
         delete.extend(current.map(str::to_owned));

@@ -586,11 +586,26 @@ fn every_way_of_removing_a_pod_interrupts() {
         p.status.as_mut().unwrap().reason = Some("Evicted".into());
         p
     };
+    // Deleted, and its kubelet has reported the end (SIGTERM, exit 143): the API server keeps
+    // it Terminating, Failed, while the Job controller's finalizer holds it.
+    let terminated: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "b", "labels": {JOB_NAME_LABEL: "render-1"},
+            "deletionTimestamp": "1970-01-01T00:16:39Z",
+            "finalizers": ["batch.kubernetes.io/job-tracking"]},
+        "status": {"phase": "Failed", "containerStatuses": [{"name": "job", "image": "x", "imageID": "",
+            "ready": false, "restartCount": 0,
+            "state": {"terminated": {"exitCode": 143, "reason": "Error"}}}]}
+    }))
+    .unwrap();
     let a = || pod("a", "render-1", "Running");
     for (what, case) in [
         (
             "terminating",
             running_case(vec![a(), terminating], &["a", "b"]),
+        ),
+        (
+            "terminating, its end reported Failed by the kubelet",
+            running_case(vec![a(), terminated], &["a", "b"]),
         ),
         (
             "evicted by the kubelet",
