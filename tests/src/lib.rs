@@ -7,6 +7,7 @@ pub mod dashboard;
 pub mod fabric;
 pub mod mesh;
 pub mod metrics_reference;
+pub mod real;
 pub mod rpc;
 pub mod upstream;
 

@@ -1,4 +1,5 @@
-//! Real telemesh-agent and telemesh-coordinator processes against a sim: one agent per node,
+//! Real telemesh-agent and telemesh-coordinator processes against a sim or a real control plane
+//! ([`MeshEnv`]): one agent per node,
 //! its telemetry scripted through a node-exporter textfile under a private host root, gossip
 //! sealed with a test key, and coordinator replicas seeded from the first agent. On a
 //! [`Fabric`], every member's gossip goes through its port there, so a test can partition the
@@ -13,6 +14,41 @@ use tokio::process::Command;
 
 use crate::fabric::Fabric;
 use crate::{Process, SimEnv, eventually, workspace_binary};
+
+/// What a mesh needs of the cluster it runs against: the kubeconfig its processes use and a
+/// private directory for their host roots and key files. [`SimEnv`] and
+/// [`RealEnv`](crate::real::RealEnv) both give it.
+pub trait MeshEnv {
+    /// The kubeconfig the agents and coordinators use.
+    fn kubeconfig(&self) -> &Path;
+    /// The private directory (host roots under `hosts/<node>`, key files).
+    fn dir(&self) -> &Path;
+    /// Writes `contents` to `name` in [`MeshEnv::dir`] and returns its path.
+    fn write_file(&self, name: &str, contents: &str) -> PathBuf {
+        let path = self.dir().join(name);
+        std::fs::write(&path, contents)
+            .unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
+        path
+    }
+}
+
+impl MeshEnv for SimEnv {
+    fn kubeconfig(&self) -> &Path {
+        &self.kubeconfig
+    }
+    fn dir(&self) -> &Path {
+        SimEnv::dir(self)
+    }
+}
+
+impl MeshEnv for crate::real::RealEnv {
+    fn kubeconfig(&self) -> &Path {
+        &self.kubeconfig
+    }
+    fn dir(&self) -> &Path {
+        crate::real::RealEnv::dir(self)
+    }
+}
 
 /// How long a mesh may take to come up or to show a scripted change.
 pub const MESH_WAIT: Duration = Duration::from_secs(60);
@@ -154,7 +190,7 @@ impl Mesh {
     /// `agent_args` added to its command line) and `replicas` coordinators; returns once every
     /// coordinator's view shows every node.
     pub async fn start(
-        env: &SimEnv,
+        env: &impl MeshEnv,
         nodes: &[(&str, &str)],
         agent_args: &[&str],
         replicas: usize,
@@ -164,7 +200,7 @@ impl Mesh {
 
     /// [`Mesh::start`] with `coordinator_args` added to every coordinator's command line.
     pub async fn start_with(
-        env: &SimEnv,
+        env: &impl MeshEnv,
         nodes: &[(&str, &str)],
         agent_args: &[&str],
         coordinator_args: &[&str],
@@ -176,7 +212,7 @@ impl Mesh {
     /// [`Mesh::start_with`], every member's gossip through its port on `fabric` when given.
     pub async fn start_on(
         fabric: Option<Fabric>,
-        env: &SimEnv,
+        env: &impl MeshEnv,
         nodes: &[(&str, &str)],
         agent_args: &[&str],
         coordinator_args: &[&str],
@@ -210,7 +246,7 @@ impl Mesh {
                 .arg(format!("--replica-name={name}"))
                 .arg(format!("--gossip-seeds={seed}"))
                 .arg(format!("--gossip-key-file={}", keys.display()))
-                .arg(format!("--kubeconfig={}", env.kubeconfig.display()))
+                .arg(format!("--kubeconfig={}", env.kubeconfig().display()))
                 .env("RUST_LOG", coordinator_log_filter());
             let mut process = Process::spawn(&format!("telemesh-coordinator {r}"), cmd);
             let addr = |key: &'static str| {
@@ -256,7 +292,7 @@ impl Mesh {
     /// ([`Mesh::wait_node`]).
     pub async fn add_agent(
         &mut self,
-        env: &SimEnv,
+        env: &impl MeshEnv,
         node: &str,
         metrics: &str,
         extra_args: &[&str],
@@ -277,7 +313,7 @@ impl Mesh {
 
     /// Starts `node`'s agent process (its host root, key file and arguments already set up);
     /// returns once it listens.
-    async fn spawn_agent(&mut self, env: &SimEnv, node: &str) {
+    async fn spawn_agent(&mut self, env: &impl MeshEnv, node: &str) {
         let mut args = self.agent_args.clone();
         args.extend(self.extra_args[node].iter().cloned());
         if let Some(fabric) = &self.fabric {
@@ -291,7 +327,7 @@ impl Mesh {
                 "--gossip-key-file={}",
                 self.key_file(node).display()
             ))
-            .arg(format!("--kubeconfig={}", env.kubeconfig.display()))
+            .arg(format!("--kubeconfig={}", env.kubeconfig().display()))
             .env("RUST_LOG", "info");
         let own_seeds = args.iter().any(|a| a.starts_with("--gossip-seeds"));
         if !self.seed.is_empty() && !own_seeds {
@@ -339,7 +375,7 @@ impl Mesh {
     /// Starts `node`'s agent again, as its DaemonSet would after a crash: same host root,
     /// telemetry, key file and arguments, a new process (a new gossip generation). Returns
     /// once it listens.
-    pub async fn restart_agent(&mut self, env: &SimEnv, node: &str) {
+    pub async fn restart_agent(&mut self, env: &impl MeshEnv, node: &str) {
         assert!(
             !self.agents.get_mut(node).is_some_and(Process::is_running),
             "{node}'s agent is still running; kill it first"
@@ -347,7 +383,7 @@ impl Mesh {
         self.spawn_agent(env, node).await;
     }
 
-    fn write_key_file(&mut self, env: &SimEnv, name: &str) -> PathBuf {
+    fn write_key_file(&mut self, env: &impl MeshEnv, name: &str) -> PathBuf {
         let path = env.write_file(&format!("gossip-{name}.keys"), GOSSIP_KEY);
         self.key_files.insert(name.to_owned(), path.clone());
         path

@@ -12,7 +12,13 @@
 //! - killing the leader (SIGKILL) with 200 actions queued or running: the other replica takes
 //!   over and every action ends exactly once, no replica added twice.
 //!
-//! Skipped, saying so, when the kube-scheduler binary is absent.
+//! The leader kill and Create/Move/Delete/Swap also run on a real control plane (etcd,
+//! kube-apiserver, kube-controller-manager and kube-scheduler v1.36, sim's kubelets on the
+//! nodes: `telemesh_tests::real`), where the controllers, the scheduler and graceful deletion
+//! are upstream's own.
+//!
+//! Skipped, saying so, when the kube-scheduler binary (or, for the real runs, the control
+//! plane) is absent.
 #![allow(clippy::unwrap_used)]
 
 use std::collections::BTreeMap;
@@ -30,6 +36,7 @@ use telemesh_core::action::{ActionPhase, WorkloadAction};
 use telemesh_sim::cluster::kubelet::{Fault, FaultRule};
 use telemesh_tests::cluster::{ClusterParts, create_deployment, create_deployment_with, live_pods};
 use telemesh_tests::mesh::Mesh;
+use telemesh_tests::real::RealEnv;
 use telemesh_tests::rpc;
 use telemesh_tests::upstream::{KUBE_SCHEDULER, KubeScheduler};
 use telemesh_tests::{SimEnv, eventually};
@@ -45,11 +52,39 @@ const COORDINATOR_ARGS: [&str; 4] = [
     "--action-parallelism=16",
 ];
 
+/// The API server a scene runs on.
+#[derive(Debug, Clone, Copy)]
+enum Backend {
+    /// sim with its kubelets and controllers, the real kube-scheduler v1.32.
+    Sim,
+    /// The real control plane (kube-controller-manager's controllers, kube-scheduler v1.36),
+    /// sim's kubelets on the nodes.
+    Real,
+}
+
+/// What runs under the coordinators.
+enum Cluster {
+    Sim {
+        env: SimEnv,
+        parts: ClusterParts,
+        _scheduler: KubeScheduler,
+    },
+    Real(RealEnv),
+}
+
+impl Cluster {
+    /// Makes the kubelets apply `rules` from now on.
+    fn set_faults(&self, rules: Vec<FaultRule>) {
+        match self {
+            Self::Sim { parts, .. } => parts.set_faults(rules),
+            Self::Real(env) => env.set_faults(rules),
+        }
+    }
+}
+
 struct Scene {
-    env: SimEnv,
-    parts: ClusterParts,
+    cluster: Cluster,
     mesh: Mesh,
-    _scheduler: KubeScheduler,
     client: Client,
     /// The replica that does not lead at the start.
     standby: String,
@@ -59,42 +94,51 @@ impl Scene {
     /// sim with four nodes, two coordinators and kube-scheduler calling the extender of the
     /// one that does not lead (so the leader can die while scheduling goes on).
     async fn start(test: &str) -> Option<Self> {
-        let binary = KUBE_SCHEDULER.find(test)?;
+        Self::start_on(test, Backend::Sim).await
+    }
+
+    /// [`Scene::start`] on `backend`.
+    async fn start_on(test: &str, backend: Backend) -> Option<Self> {
         telemesh_core::telemetry::init(telemesh_core::cli::LogFormat::Text, "warn");
-        let env = SimEnv::start(NODES.len()).await;
-        let parts = ClusterParts::start(&env, NODES.len()).await;
-        let client = env.client().await;
-        let crd: CustomResourceDefinition =
-            serde_yaml_ng::from_str(telemesh_core::action::crd::CRD_YAML).unwrap();
-        Api::<CustomResourceDefinition>::all(client.clone())
-            .create(&PostParams::default(), &crd)
-            .await
-            .unwrap();
-        let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": NS}})).unwrap();
-        Api::<Namespace>::all(client.clone())
-            .create(&PostParams::default(), &ns)
-            .await
-            .unwrap();
         let nodes: Vec<(&str, &str)> = NODES.iter().map(|n| (*n, "node_metric 1\n")).collect();
-        let mut mesh = Mesh::start_with(&env, &nodes, &[], &COORDINATOR_ARGS, 2).await;
-        let leader = leader(&client).await;
-        // The leader first, the standby second.
-        let standby = if leader == "coordinator-1" {
-            mesh.coordinators.swap(0, 1);
-            "coordinator-0"
-        } else {
-            "coordinator-1"
-        };
-        let scheduler =
-            KubeScheduler::start(&binary, &env, &mesh.coordinators[1].url_prefix(), true);
-        Some(Self {
-            env,
-            parts,
-            mesh,
-            _scheduler: scheduler,
-            client,
-            standby: standby.to_string(),
-        })
+        match backend {
+            Backend::Sim => {
+                let binary = KUBE_SCHEDULER.find(test)?;
+                let env = SimEnv::start(NODES.len()).await;
+                let parts = ClusterParts::start(&env, NODES.len()).await;
+                let client = env.client().await;
+                install(&client).await;
+                let mesh = Mesh::start_with(&env, &nodes, &[], &COORDINATOR_ARGS, 2).await;
+                let (mesh, standby) = leader_first(&client, mesh).await;
+                let scheduler =
+                    KubeScheduler::start(&binary, &env, &mesh.coordinators[1].url_prefix(), true);
+                Some(Self {
+                    cluster: Cluster::Sim {
+                        env,
+                        parts,
+                        _scheduler: scheduler,
+                    },
+                    mesh,
+                    client,
+                    standby,
+                })
+            }
+            Backend::Real => {
+                let mut env = RealEnv::start(test, NODES.len()).await?;
+                let client = env.client().await;
+                install(&client).await;
+                env.wait_default_service_account(NS).await;
+                let mesh = Mesh::start_with(&env, &nodes, &[], &COORDINATOR_ARGS, 2).await;
+                let (mesh, standby) = leader_first(&client, mesh).await;
+                env.start_scheduler(&mesh.coordinators[1].url_prefix(), true);
+                Some(Self {
+                    cluster: Cluster::Real(env),
+                    mesh,
+                    client,
+                    standby,
+                })
+            }
+        }
     }
 
     async fn deployment(&self, name: &str, replicas: i32) {
@@ -117,6 +161,33 @@ async fn act(api: std::net::SocketAddr, method: &str, params: Value) -> String {
     let reply = rpc::call(api, None, &format!("action.{method}"), params).await;
     assert_eq!(reply["error"], Value::Null, "{method} refused: {reply}");
     reply["result"]["actionId"].as_str().unwrap().to_owned()
+}
+
+/// The WorkloadAction CRD and the scene's namespace.
+async fn install(client: &Client) {
+    let crd: CustomResourceDefinition =
+        serde_yaml_ng::from_str(telemesh_core::action::crd::CRD_YAML).unwrap();
+    Api::<CustomResourceDefinition>::all(client.clone())
+        .create(&PostParams::default(), &crd)
+        .await
+        .unwrap();
+    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": NS}})).unwrap();
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &ns)
+        .await
+        .unwrap();
+}
+
+/// `mesh` with the replica that leads first and the standby second, and the standby's name.
+async fn leader_first(client: &Client, mut mesh: Mesh) -> (Mesh, String) {
+    let leader = leader(client).await;
+    let standby = if leader == "coordinator-1" {
+        mesh.coordinators.swap(0, 1);
+        "coordinator-0"
+    } else {
+        "coordinator-1"
+    };
+    (mesh, standby.to_owned())
 }
 
 /// The replica holding the executor Lease, once one does.
@@ -195,9 +266,21 @@ async fn create(scene: &Scene, app: &str, node: &str) -> WorkloadAction {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn create_move_delete_and_swap_do_what_they_say() {
-    let Some(scene) = Scene::start("create_move_delete_and_swap_do_what_they_say").await else {
-        return;
-    };
+    let test = "create_move_delete_and_swap_do_what_they_say";
+    if let Some(scene) = Scene::start_on(test, Backend::Sim).await {
+        create_move_delete_and_swap(scene).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn create_move_delete_and_swap_do_what_they_say_on_a_real_control_plane() {
+    let test = "create_move_delete_and_swap_do_what_they_say_on_a_real_control_plane";
+    if let Some(scene) = Scene::start_on(test, Backend::Real).await {
+        create_move_delete_and_swap(scene).await;
+    }
+}
+
+async fn create_move_delete_and_swap(scene: Scene) {
     let client = scene.client.clone();
     scene.deployment("test-a", 0).await;
     scene.deployment("test-b", 0).await;
@@ -351,7 +434,7 @@ async fn create_move_delete_and_swap_do_what_they_say() {
         ),
         (1, 1)
     );
-    drop(scene.env);
+    drop(scene.cluster);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -429,7 +512,7 @@ async fn failures_end_failed_or_rolled_back_with_the_workload_restored() {
     let a = create(&scene, "test-a", "sim-node-0").await;
     assert_eq!(a.phase(), ActionPhase::Succeeded, "{}", message(&a));
     let original = pods(&client, "test-a").await.into_keys().next().unwrap();
-    scene.parts.set_faults(vec![FaultRule {
+    scene.cluster.set_faults(vec![FaultRule {
         node: "sim-node-2".into(),
         selector: BTreeMap::from([("app.kubernetes.io/name".into(), "test-a".into())]),
         fault: Fault::Crash,
@@ -483,11 +566,22 @@ async fn failures_end_failed_or_rolled_back_with_the_workload_restored() {
 /// the counts are printed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killing_the_leader_loses_no_action_and_applies_no_step_twice() {
-    let Some(mut scene) =
-        Scene::start("killing_the_leader_loses_no_action_and_applies_no_step_twice").await
-    else {
-        return;
-    };
+    let test = "killing_the_leader_loses_no_action_and_applies_no_step_twice";
+    if let Some(scene) = Scene::start_on(test, Backend::Sim).await {
+        leader_kill(scene).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killing_the_leader_loses_no_action_and_applies_no_step_twice_on_a_real_control_plane() {
+    let test =
+        "killing_the_leader_loses_no_action_and_applies_no_step_twice_on_a_real_control_plane";
+    if let Some(scene) = Scene::start_on(test, Backend::Real).await {
+        leader_kill(scene).await;
+    }
+}
+
+async fn leader_kill(mut scene: Scene) {
     let client = scene.client.clone();
     const WORKLOADS: usize = 20;
     let actions: usize = std::env::var("TELEMESH_LEADER_KILL_ACTIONS")

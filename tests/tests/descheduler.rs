@@ -5,10 +5,14 @@
 //! the policy's header describes, the linked pods on that node with the required
 //! `scheduling-policy NotIn [violating]` node affinity, and nothing else.
 //!
-//! Skipped, saying so, when the descheduler binary is absent.
+//! The same scene runs on a real control plane (kube-apiserver and kube-controller-manager
+//! v1.36; the descheduler is a client, so the newer server serves it).
+//!
+//! Skipped, saying so, when the descheduler binary (or the control plane's) is absent.
 #![allow(clippy::unwrap_used)]
 
 use std::collections::BTreeMap;
+use std::path::Path;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::ReplicaSet;
@@ -18,7 +22,8 @@ use kube::api::{Api, ListParams, PostParams};
 use serde_json::json;
 use telemesh_sim::cluster::pod_state::is_running_and_ready;
 use telemesh_tests::cluster::{ClusterParts, POLICY_NAMESPACE, install_example_policy};
-use telemesh_tests::mesh::Mesh;
+use telemesh_tests::mesh::{Mesh, MeshEnv};
+use telemesh_tests::real::RealEnv;
 use telemesh_tests::upstream::{DESCHEDULER, workspace_root};
 use telemesh_tests::{Process, SimEnv, eventually};
 use tokio::process::Command;
@@ -54,13 +59,15 @@ fn replica_set(name: &str, node: &str, replicas: i32, affine: bool) -> ReplicaSe
     .unwrap()
 }
 
-/// Pod UID → `app` label, of the pods present now.
+/// Pod UID → `app` label, of the pods present now and not on their way out (a real API server
+/// keeps an evicted pod, Terminating, until its kubelet reports the end).
 async fn pods_by_uid(pods: &Api<Pod>) -> BTreeMap<String, String> {
     pods.list(&ListParams::default())
         .await
         .unwrap()
         .items
         .into_iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
         .filter_map(|p| Some((p.uid()?, p.labels().get("app")?.clone())))
         .collect()
 }
@@ -77,9 +84,34 @@ async fn descheduler_evicts_exactly_the_affine_linked_pods_of_a_violating_node()
     let _parts = ClusterParts::start(&env, 3).await;
     let client = env.client().await;
     install_example_policy(&client).await;
+    scene(&env, &client, &binary).await;
+}
+
+/// [`descheduler_evicts_exactly_the_affine_linked_pods_of_a_violating_node`] on a real control
+/// plane (its ReplicaSet controller; the Eviction API marks a pod `DisruptionTarget` and
+/// deletes it gracefully, so an evicted pod is Terminating until its kubelet reports the end).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn descheduler_evicts_exactly_the_affine_linked_pods_on_a_real_control_plane() {
+    const TEST: &str = "descheduler_evicts_exactly_the_affine_linked_pods_on_a_real_control_plane";
+    let Some(binary) = DESCHEDULER.find(TEST) else {
+        return;
+    };
+    let Some(env) = RealEnv::start(TEST, 3).await else {
+        return;
+    };
+    telemesh_core::telemetry::init(telemesh_core::cli::LogFormat::Text, "warn");
+    let client = env.client().await;
+    install_example_policy(&client).await;
+    env.wait_default_service_account(POLICY_NAMESPACE).await;
+    scene(&env, &client, &binary).await;
+}
+
+/// The scene on `env` (the example policy installed): agents in descheduler mode, three
+/// ReplicaSets placed directly, sim-node-1 made to violate, one descheduling pass.
+async fn scene(env: &impl MeshEnv, client: &kube::Client, binary: &Path) {
     let healthy = "node_metric 50\n";
     let mesh = Mesh::start(
-        &env,
+        env,
         &[
             ("sim-node-0", healthy),
             ("sim-node-1", healthy),
@@ -142,8 +174,8 @@ async fn descheduler_evicts_exactly_the_affine_linked_pods_of_a_violating_node()
         .local_addr()
         .unwrap()
         .port();
-    let mut cmd = Command::new(&binary);
-    cmd.arg(format!("--kubeconfig={}", env.kubeconfig.display()))
+    let mut cmd = Command::new(binary);
+    cmd.arg(format!("--kubeconfig={}", env.kubeconfig().display()))
         .arg(format!(
             "--policy-config-file={}",
             workspace_root()

@@ -4,7 +4,9 @@
 //! - ScavengerJobs fill idle nodes up to the use threshold and no further; an ordinary
 //!   Deployment scaling up makes the real kube-scheduler preempt scavengers, which go
 //!   Interrupted, and come back first (ahead of a job that never ran) when room returns.
-//!   Skipped, saying so, when the kube-scheduler binary is absent.
+//!   Skipped, saying so, when the kube-scheduler binary is absent. The same scenario runs on a
+//!   real control plane (kube-apiserver, kube-controller-manager and kube-scheduler v1.36),
+//!   where preempted pods are deleted gracefully; skipped when its binaries are absent.
 //! - A scavenger whose pod fails on its own goes Failed; one whose PVC and ConfigMap are missing
 //!   goes Failed naming both; one no node can take is given up after the unschedulable timeout
 //!   and waits again, not counted as interrupted (sim's scheduler stand-in places the pods).
@@ -30,7 +32,8 @@ use telemesh_core::scavenge::crd::{
 };
 use telemesh_sim::cluster::kubelet::{Fault, FaultRule};
 use telemesh_tests::cluster::{ClusterParts, create_deployment_with, live_pods};
-use telemesh_tests::mesh::Mesh;
+use telemesh_tests::mesh::{Mesh, MeshEnv, log_field};
+use telemesh_tests::real::RealEnv;
 use telemesh_tests::upstream::{KUBE_SCHEDULER, KubeScheduler};
 use telemesh_tests::{SimEnv, eventually};
 
@@ -61,6 +64,38 @@ async fn start_replicas(
     let env = SimEnv::start(NODES.len()).await;
     let parts = ClusterParts::start(&env, NODES.len()).await;
     let client = env.client().await;
+    install(&client).await;
+    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": NS}})).unwrap();
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &ns)
+        .await
+        .unwrap();
+    let mesh = start_mesh(&env, unschedulable_timeout, replicas).await;
+    (env, parts, mesh, client)
+}
+
+/// [`start`] on a real control plane (its own Job, ReplicaSet and Deployment controllers and
+/// garbage collector; pods deleted gracefully): None when its binaries are absent (`test` is
+/// then reported skipped).
+async fn start_real(
+    test: &str,
+    unschedulable_timeout: &str,
+    replicas: usize,
+) -> Option<(RealEnv, Mesh, Client)> {
+    let env = RealEnv::start(test, NODES.len()).await?;
+    // After the start: kube-apiserver's readiness polling logs failures meanwhile.
+    telemesh_core::telemetry::init(telemesh_core::cli::LogFormat::Text, "warn");
+    let client = env.client().await;
+    install(&client).await;
+    env.create_namespace(NS).await;
+    let mesh = start_mesh(&env, unschedulable_timeout, replicas).await;
+    Some((env, mesh, client))
+}
+
+/// Installs the ScavengerJob CRD and the scavengers' PriorityClass, and returns once the CRD
+/// is served (a real API server takes a moment to establish it; the controller would
+/// otherwise look again only 30 s later).
+async fn install(client: &Client) {
     let crd: CustomResourceDefinition = serde_yaml_ng::from_str(CRD_YAML).unwrap();
     Api::<CustomResourceDefinition>::all(client.clone())
         .create(&PostParams::default(), &crd)
@@ -71,19 +106,24 @@ async fn start_replicas(
         .create(&PostParams::default(), &class)
         .await
         .unwrap();
-    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": NS}})).unwrap();
-    Api::<Namespace>::all(client.clone())
-        .create(&PostParams::default(), &ns)
-        .await
-        .unwrap();
+    let sjs = Api::<ScavengerJob>::all(client.clone());
+    eventually("the ScavengerJob CRD served", WAIT, || {
+        let sjs = sjs.clone();
+        async move { sjs.list(&ListParams::default()).await.ok().map(|_| ()) }
+    })
+    .await;
+}
+
+/// An agent per node and `replicas` coordinators against `env`.
+async fn start_mesh(env: &impl MeshEnv, unschedulable_timeout: &str, replicas: usize) -> Mesh {
     let nodes: Vec<(&str, &str)> = NODES.iter().map(|n| (*n, "node_metric 1\n")).collect();
     let timeout = format!("--scavenger-unschedulable-timeout={unschedulable_timeout}");
     let mut args = COORDINATOR_ARGS.to_vec();
     args.push(&timeout);
-    let mesh = Mesh::start_with(&env, &nodes, &[], &args, replicas).await;
+    let mesh = Mesh::start_with(env, &nodes, &[], &args, replicas).await;
     // Not a test of pressure eviction (agent/tests/scavengers.rs is): no agent evicts a scavenger.
     mesh.calm_pressure();
-    (env, parts, mesh, client)
+    mesh
 }
 
 /// A ScavengerJob of one pod requesting `cpu`, running for `run_for` in sim, with `extra`
@@ -181,6 +221,10 @@ async fn events(client: &Client, reason: &str) -> BTreeMap<String, String> {
         .collect()
 }
 
+// Interrupted jobs may start again while the preemptors still hold the room: a long
+// unschedulable timeout (60s) keeps such a run waiting for it instead of sending it back to
+// the queue.
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scavengers_fill_to_the_threshold_yield_to_others_and_come_back_first() {
     let Some(binary) =
@@ -188,11 +232,109 @@ async fn scavengers_fill_to_the_threshold_yield_to_others_and_come_back_first() 
     else {
         return;
     };
-    // Interrupted jobs may start again while the preemptors still hold the room: a long
-    // timeout keeps such a run waiting for it instead of sending it back to the queue.
     let (env, _parts, mesh, client) = start("60s").await;
     let _scheduler = KubeScheduler::start(&binary, &env, &mesh.coordinators[0].url_prefix(), true);
+    fill_yield_and_come_back(&client, &mesh).await;
+}
 
+/// [`scavengers_fill_to_the_threshold_yield_to_others_and_come_back_first`] on a real control
+/// plane with its kube-scheduler (v1.36): victims are marked `DisruptionTarget` and deleted
+/// gracefully, stay Terminating until their kubelet reports the end, and keep the Job
+/// controller's `batch.kubernetes.io/job-tracking` finalizer until it has counted them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scavengers_fill_yield_and_come_back_first_on_a_real_control_plane() {
+    let Some((mut env, mesh, client)) = start_real(
+        "scavengers_fill_yield_and_come_back_first_on_a_real_control_plane",
+        "60s",
+        1,
+    )
+    .await
+    else {
+        return;
+    };
+    env.start_scheduler(&mesh.coordinators[0].url_prefix(), true);
+    let seen = Seen::watch(&client);
+    let interrupted = fill_yield_and_come_back(&client, &mesh).await;
+    // The scenario went through graceful deletion: each victim (its first run's pod) was seen
+    // marked by the scheduler, Terminating and held by the Job controller's finalizer.
+    let seen = seen.pods.lock().clone();
+    for name in &interrupted {
+        let (pod, how) = seen
+            .iter()
+            .find(|(pod, _)| pod.starts_with(&format!("{name}-1-")))
+            .unwrap_or_else(|| panic!("no pod of {name}'s first run seen: {seen:?}"));
+        assert!(
+            how.terminating && how.disruption_target && how.job_tracking,
+            "{pod}: {how:?}"
+        );
+    }
+}
+
+/// How a watch saw one scavenger pod, at any time of its life.
+#[derive(Debug, Clone, Default)]
+struct PodSeen {
+    /// `deletionTimestamp` set (Terminating).
+    terminating: bool,
+    /// The `DisruptionTarget` condition True.
+    disruption_target: bool,
+    /// The Job controller's `batch.kubernetes.io/job-tracking` finalizer, while Terminating.
+    job_tracking: bool,
+}
+
+/// Every scavenger pod of [`NS`] a watch has seen, by name; the watch ends on drop.
+struct Seen {
+    pods: std::sync::Arc<parking_lot::Mutex<BTreeMap<String, PodSeen>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Seen {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl Seen {
+    fn watch(client: &Client) -> Self {
+        use futures::StreamExt as _;
+        use kube::runtime::{WatchStreamExt as _, watcher};
+        let pods = std::sync::Arc::new(parking_lot::Mutex::new(BTreeMap::new()));
+        let api = Api::<k8s_openapi::api::core::v1::Pod>::namespaced(client.clone(), NS);
+        let stream = watcher(api, watcher::Config::default().labels(JOB_LABEL)).touched_objects();
+        let record = pods.clone();
+        let task = tokio::spawn(async move {
+            let mut stream = std::pin::pin!(stream);
+            while let Some(event) = stream.next().await {
+                let Ok(pod) = event else { continue };
+                let mut all = record.lock();
+                let seen: &mut PodSeen = all.entry(pod.name_any()).or_default();
+                let terminating = pod.metadata.deletion_timestamp.is_some();
+                seen.terminating |= terminating;
+                seen.job_tracking |= terminating
+                    && pod
+                        .finalizers()
+                        .iter()
+                        .any(|f| f == "batch.kubernetes.io/job-tracking");
+                seen.disruption_target |= pod
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.conditions.as_ref())
+                    .is_some_and(|cs| {
+                        cs.iter()
+                            .any(|c| c.type_ == "DisruptionTarget" && c.status == "True")
+                    });
+            }
+        });
+        Self { pods, task }
+    }
+}
+
+/// Six ScavengerJobs fill the cluster to the threshold; a Deployment scaling up makes
+/// kube-scheduler preempt some (the extender ranking the victims), which go Interrupted once
+/// each, their Job deleted once; when the Deployment scales down they run again, ahead of the
+/// one that never ran; the leader's metrics count it all.
+/// Returns the ScavengerJobs interrupted.
+async fn fill_yield_and_come_back(client: &Client, mesh: &Mesh) -> Vec<String> {
+    let client = client.clone();
     // Six jobs of 3 CPUs on 24: five fit under 70 % (15/24 = 62.5 %), a sixth would make 75 %.
     let names: Vec<String> = (0..6).map(|i| format!("sj-{i}")).collect();
     for name in &names {
@@ -315,6 +457,19 @@ async fn scavengers_fill_to_the_threshold_yield_to_others_and_come_back_first() 
     assert_eq!(s.phase, Phase::Pending);
     assert!(s.running_timestamps.is_empty());
 
+    // Each interrupted run's Job was deleted once, however long its pods took to go (on a
+    // real API server they stay Terminating, then held by the Job controller's finalizer).
+    let mut deleted: BTreeMap<String, usize> = BTreeMap::new();
+    for line in mesh.coordinators[0].process.output() {
+        if let Some(job) = log_field(&line, "deleted the Job", "job") {
+            *deleted.entry(job).or_default() += 1;
+        }
+    }
+    for name in &interrupted {
+        assert_eq!(deleted.get(&format!("{name}-1")), Some(&1), "{deleted:?}");
+    }
+    assert!(deleted.values().all(|n| *n == 1), "{deleted:?}");
+
     // The leader's /metrics count what happened.
     let metrics = mesh.coordinators[0].metrics().await;
     assert!(
@@ -344,6 +499,7 @@ async fn scavengers_fill_to_the_threshold_yield_to_others_and_come_back_first() 
         .unwrap();
     assert!(recorded > 0.0, "work was lost at the interruptions");
     assert!((counted - recorded).abs() < 1e-6, "{counted} vs {recorded}");
+    interrupted
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -465,6 +621,33 @@ async fn only_the_leader_runs_the_controller_and_its_successor_carries_on() {
     parts
         .start_scheduler(&env, &mesh.coordinators[0].url_prefix())
         .await;
+    leader_and_successor(&client, &mut mesh).await;
+}
+
+/// [`only_the_leader_runs_the_controller_and_its_successor_carries_on`] on a real control
+/// plane with its kube-scheduler: the pod deleted meanwhile stays Terminating, reported Failed
+/// (exit 143) by its kubelet while the Job controller's finalizer holds it, which is an
+/// interruption, not a failure of the job.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_the_leader_runs_the_controller_on_a_real_control_plane() {
+    let Some((mut env, mut mesh, client)) = start_real(
+        "only_the_leader_runs_the_controller_on_a_real_control_plane",
+        "60s",
+        2,
+    )
+    .await
+    else {
+        return;
+    };
+    // The extender is ignorable: with coordinator-0 killed, pods are placed without it.
+    env.start_scheduler(&mesh.coordinators[0].url_prefix(), true);
+    leader_and_successor(&client, &mut mesh).await;
+}
+
+/// One replica (the Lease holder) runs the controller; killed while a run loses its pod, its
+/// successor counts the interruption once from the status and runs a new job to the end.
+async fn leader_and_successor(client: &Client, mesh: &mut Mesh) {
+    let client = client.clone();
     scavenger(&client, "long", "100m", "1h", json!({})).await;
     let s = wait_for(&client, "long", "Running with its pod", |s| {
         s.phase == Phase::Running && !s.pods.is_empty()
