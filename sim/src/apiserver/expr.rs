@@ -669,6 +669,15 @@ pub fn describe_error(e: &ExecutionError) -> (bool, String) {
             (false, format!("index out of bounds: {}", display(i)))
         }
         ExecutionError::UndeclaredReference(r) => (false, format!("undeclared reference to '{r}'")),
+        // cel-go's words for a string that is no duration (checked against kube-apiserver 1.36).
+        ExecutionError::FunctionError { function, message }
+            if function == "duration" && message.starts_with("Parsing Error") =>
+        {
+            (
+                false,
+                "type conversion error from 'string' to 'google.protobuf.Duration'".to_owned(),
+            )
+        }
         ExecutionError::FunctionError { message, .. } => (false, message.clone()),
         ExecutionError::NoSuchOverload(_)
         | ExecutionError::UnsupportedBinaryOperator(..)

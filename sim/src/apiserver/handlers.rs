@@ -1019,7 +1019,7 @@ pub fn commit_update(
     lifecycle::update_in_txn(txn, def, &old, &mut new)?;
     let mut new = lifecycle::prepare_update(def, &old, new, sub)?;
     let mut warnings =
-        lifecycle::validate_fields(def, &mut new, Some(&old), opts.field_validation)?;
+        lifecycle::validate_fields_of(def, &mut new, Some(&old), opts.field_validation, sub)?;
     if def.group == "apiextensions.k8s.io" {
         super::crd::prepare(&mut new)?;
     }

@@ -386,12 +386,31 @@ pub fn validate_fields(
     old: Option<&Value>,
     mode: FieldValidation,
 ) -> ApiResult<Vec<String>> {
+    validate_fields_of(def, obj, old, mode, None)
+}
+
+/// [`validate_fields`] of a write to subresource `sub` (None: the object itself). Through
+/// `status`, kube-apiserver validates the status against its own schema
+/// (`ValidateStatusUpdate`), so the OpenAPI messages name paths from there
+/// (`interruptedCount in body ...`) while the causes' fields keep `status.`.
+pub fn validate_fields_of(
+    def: &ResourceDef,
+    obj: &mut Value,
+    old: Option<&Value>,
+    mode: FieldValidation,
+    sub: Option<&str>,
+) -> ApiResult<Vec<String>> {
     let name = str_at(obj, "/metadata/name").to_owned();
     // Objects arrive in the storage form (a converted kind's too): checked as the stored type.
     let group = def.storage_group();
     let unknown: Vec<String> =
         if let Some(compiled) = def.crd.as_ref().and_then(|c| c.compiled.as_ref()) {
             let pruned = compiled.prune(obj);
+            // Strictly, an unknown field fails the decoding, before any validation (as in
+            // kube-apiserver, whose decoder prunes custom resources).
+            if mode == FieldValidation::Strict && !pruned.is_empty() {
+                return Err(strict_decoding_error(def, &pruned, old.is_some()));
+            }
             compiled.apply_defaults(obj);
             let errors = compiled.validate(obj, old);
             if !errors.is_empty() {
@@ -401,7 +420,10 @@ pub fn validate_fields(
                     &name,
                     errors
                         .into_iter()
-                        .map(|e| (e.field, e.reason.as_str(), e.message))
+                        .map(|e| match sub {
+                            Some("status") => relative_to_status(e),
+                            _ => (e.field, e.reason.as_str(), e.message),
+                        })
                         .collect(),
                 ));
             }
@@ -416,29 +438,49 @@ pub fn validate_fields(
         return Ok(Vec::new());
     }
     match mode {
-        FieldValidation::Strict => {
-            let list: Vec<String> = unknown
-                .iter()
-                .map(|u| format!("unknown field {u:?}"))
-                .collect();
-            let error = format!("strict decoding error: {}", list.join(", "));
-            // A create body fails in kube-apiserver's decoder, which names the kind
-            // (`transformDecodeError`); a patched object is decoded after patching and does not.
-            Err(ApiError::bad_request(match old {
-                None => format!(
-                    "{kind} in version {version:?} cannot be handled as a {kind}: {error}",
-                    kind = def.kind,
-                    version = def.version
-                ),
-                Some(_) => error,
-            }))
-        }
+        FieldValidation::Strict => Err(strict_decoding_error(def, &unknown, old.is_some())),
         FieldValidation::Warn => Ok(unknown
             .iter()
             .map(|u| format!("unknown field {u:?}"))
             .collect()),
         FieldValidation::Ignore => Ok(Vec::new()),
     }
+}
+
+/// A status update's error as kube-apiserver words it, from a validation of the status alone:
+/// paths in messages from the status (`status.x in body` → `x in body`) and the schema's plain
+/// errors (no field, an empty value: `Checked value must be ...`) on `status`, not the root.
+fn relative_to_status(e: super::schema::FieldError) -> (String, &'static str, String) {
+    static PATH: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(r"(^|: | in )status\.(\S)").expect("a valid pattern")
+    });
+    let message = PATH.replace_all(&e.message, "${1}${2}").into_owned();
+    let field = if e.field == "<nil>" && e.message.starts_with("Invalid value: \"\": ") {
+        "status".to_owned()
+    } else {
+        e.field
+    };
+    (field, e.reason.as_str(), message)
+}
+
+/// The 400 of a strictly decoded object with `unknown` fields. A create body fails in
+/// kube-apiserver's decoder, which names the kind (`transformDecodeError`); a patched object
+/// (`patched`) is decoded after patching and does not.
+fn strict_decoding_error(def: &ResourceDef, unknown: &[String], patched: bool) -> ApiError {
+    let list: Vec<String> = unknown
+        .iter()
+        .map(|u| format!("unknown field {u:?}"))
+        .collect();
+    let error = format!("strict decoding error: {}", list.join(", "));
+    ApiError::bad_request(if patched {
+        error
+    } else {
+        format!(
+            "{kind} in version {version:?} cannot be handled as a {kind}: {error}",
+            kind = def.kind,
+            version = def.version
+        )
+    })
 }
 
 /// Answers 404 for a missing namespace and 403 for a terminating one, as NamespaceLifecycle does.

@@ -202,47 +202,41 @@ fn go_number(n: &serde_json::Number) -> String {
     }
 }
 
-/// Go's `%#v` of a value decoded from JSON into `interface{}`.
-fn go_sharp_v(v: &Value, top: bool) -> String {
+/// How `ErrorBody()` renders a bad value decoded from JSON (apimachinery 1.36): `null`
+/// unquoted, scalars as `%v` (strings quoted), lists and maps as JSON (`{"name":"a"}`).
+fn bad_json(v: &Value) -> String {
     match v {
-        Value::Null => {
-            if top {
-                "<nil>".to_string()
-            } else {
-                "interface {}(nil)".to_string()
-            }
-        }
+        Value::Null => "null".to_owned(),
         Value::Bool(b) => b.to_string(),
         Value::Number(n) => go_number(n),
         Value::String(s) => go_quote(s),
-        Value::Array(a) => {
-            let items: Vec<String> = a.iter().map(|x| go_sharp_v(x, false)).collect();
-            format!("[]interface {{}}{{{}}}", items.join(", "))
-        }
-        Value::Object(m) => {
-            let mut keys: Vec<&String> = m.keys().collect();
-            keys.sort();
-            let items: Vec<String> = keys
-                .into_iter()
-                .map(|k| {
-                    let v = m.get(k).unwrap_or(&Value::Null);
-                    format!("{}:{}", go_quote(k), go_sharp_v(v, false))
-                })
-                .collect();
-            format!("map[string]interface {{}}{{{}}}", items.join(", "))
-        }
+        other => go_json(other),
     }
 }
 
-/// How `ErrorBody()` renders a bad value decoded from JSON.
-fn bad_json(v: &Value) -> String {
-    match v {
-        Value::Null => go_quote("null"),
-        Value::Bool(b) => b.to_string(),
-        Value::Number(n) => go_number(n),
-        Value::String(s) => go_quote(s),
-        other => go_sharp_v(other, true),
+/// Go's `json.Marshal` of a value decoded into `interface{}`: map keys sorted, no spaces, and
+/// `<`, `>`, `&` escaped as Go's HTML-safe encoder does.
+fn go_json(v: &Value) -> String {
+    fn sorted(v: &Value) -> Value {
+        match v {
+            Value::Object(m) => {
+                let mut keys: Vec<&String> = m.keys().collect();
+                keys.sort();
+                Value::Object(
+                    keys.into_iter()
+                        .map(|k| (k.clone(), sorted(&m[k])))
+                        .collect(),
+                )
+            }
+            Value::Array(a) => Value::Array(a.iter().map(sorted).collect()),
+            other => other.clone(),
+        }
     }
+    sorted(v)
+        .to_string()
+        .replace('<', "\\u003c")
+        .replace('>', "\\u003e")
+        .replace('&', "\\u0026")
 }
 
 fn json_type_name(v: &Value) -> &'static str {
@@ -347,6 +341,9 @@ struct Node {
     nullable: bool,
     /// The supported format, normalized without dashes (`datetime`), and as written.
     format: Option<(String, String)>,
+    /// An integer's format as written (`int32`, `int64`): named by the type error of a
+    /// fraction and by the range check.
+    integer_format: Option<String>,
     properties: Vec<(String, Node)>,
     required: Vec<String>,
     additional: Additional,
@@ -671,6 +668,9 @@ impl Compiler<'_> {
             };
             if supported {
                 n.format = Some((f.replace('-', ""), f.to_string()));
+            }
+            if n.ty.as_deref() == Some("integer") && !f.is_empty() {
+                n.integer_format = Some(f.to_string());
             }
         }
         n.maximum = self.get_f64(m, "maximum", path);
@@ -1918,29 +1918,35 @@ impl CompiledSchema {
             };
             // messageExpression sees oldSelf as a plain value, as in the real validator.
             let msg_binding = old_val.as_ref().map_or(OldSelf::Unbound, OldSelf::Value);
-            let detail = rule
-                .message_expression
-                .as_ref()
-                .and_then(|p| {
-                    match self
-                        .context(&self_val, msg_binding)
-                        .and_then(|c| expr::run(p, &c))
-                    {
-                        Ok(CelValue::String(s)) => {
-                            let t = s.trim();
-                            (!t.is_empty() && !t.contains('\n') && t.len() <= 5120)
-                                .then(|| t.to_string())
-                        }
-                        _ => None,
+            let expressed = rule.message_expression.as_ref().and_then(|p| {
+                match self
+                    .context(&self_val, msg_binding)
+                    .and_then(|c| expr::run(p, &c))
+                {
+                    Ok(CelValue::String(s)) => {
+                        let t = s.trim();
+                        (!t.is_empty() && !t.contains('\n') && t.len() <= 5120)
+                            .then(|| t.to_string())
                     }
-                })
-                .unwrap_or_else(|| match &rule.message {
-                    Some(m) => m.clone(),
-                    None => format!("failed rule: {}", rule.rule.trim()),
-                });
+                    _ => None,
+                }
+            });
+            let message_expressed = expressed.is_some();
+            let detail = expressed.unwrap_or_else(|| match &rule.message {
+                Some(m) => m.clone(),
+                None => format!("failed rule: {}", rule.rule.trim()),
+            });
+            // kube-apiserver 1.36 (`fieldErrorForReason`): the value itself, left out when it
+            // is a list or a map, or when a messageExpression gave the message (it embeds the
+            // value if it wants to).
+            let shown = match v {
+                _ if message_expressed => None,
+                Value::Object(_) | Value::Array(_) => None,
+                scalar => Some(bad_json(scalar)),
+            };
             let err = match rule.reason {
                 FieldErrorReason::Duplicate => {
-                    FieldError::new(&field, FieldErrorReason::Duplicate, bad_type.clone(), "")
+                    FieldError::new(&field, FieldErrorReason::Duplicate, Some(bad_json(v)), "")
                 }
                 FieldErrorReason::Forbidden => {
                     FieldError::new(&field, FieldErrorReason::Forbidden, None, &detail)
@@ -1948,7 +1954,7 @@ impl CompiledSchema {
                 FieldErrorReason::Required => {
                     FieldError::new(&field, FieldErrorReason::Required, None, &detail)
                 }
-                _ => FieldError::new(&field, FieldErrorReason::Invalid, bad_type.clone(), &detail),
+                _ => FieldError::new(&field, FieldErrorReason::Invalid, shown, &detail),
             };
             errs.push(err);
         }
@@ -2149,7 +2155,7 @@ impl FieldError {
         FieldError::new(
             "",
             FieldErrorReason::Invalid,
-            Some(go_quote("null")),
+            Some(bad_json(&Value::Null)),
             "some validation rules were not checked because the object was invalid; correct the existing errors to complete validation",
         )
     }
@@ -2346,18 +2352,37 @@ fn openapi_validate(v: &Value, node: &Node, path: &str, root: bool, errs: &mut V
             }
             _ => types.contains(&actual),
         };
+        // kube-openapi's type validator names a format a number misses before the type, with
+        // the Go type the JSON decoder gave the value (`float64` for a fraction).
+        let fraction = v
+            .as_number()
+            .is_some_and(|n| n.as_f64().is_some_and(|f| f.fract() != 0.0));
+        let (expected, got) = match &node.integer_format {
+            Some(format) if fraction => (format.clone(), "float64"),
+            _ => (types.join(","), actual),
+        };
         if !ok {
             errs.push(FieldError::new(
                 path,
                 FieldErrorReason::TypeInvalid,
-                Some(go_quote(actual)),
+                Some(go_quote(got)),
                 &format!(
-                    "{} must be of type {}: {}",
+                    "{} must be of type {expected}: {}",
                     in_body(path),
-                    types.join(","),
-                    go_quote(actual)
+                    go_quote(got)
                 ),
             ));
+        }
+        // And its number validator checks the value fits the integer format (a plain error:
+        // the root's field, an empty value).
+        if fraction && types.contains(&"integer") {
+            let format = node.integer_format.as_ref().map_or_else(
+                || "(default format)".to_owned(),
+                |f| format!("with format {f}"),
+            );
+            errs.push(composite(format!(
+                "Checked value must be of type integer {format} in {path}"
+            )));
         }
     }
     if v.is_null() {
@@ -2845,7 +2870,7 @@ fn list_map_validate(a: &[Value], node: &Node, path: &str, errs: &mut Vec<FieldE
         errs.push(FieldError::new(
             &index(path, i),
             FieldErrorReason::Duplicate,
-            Some(go_sharp_v(&Value::Object(keys[i].clone()), true)),
+            Some(bad_json(&Value::Object(keys[i].clone()))),
             "",
         ));
     }
@@ -3658,6 +3683,7 @@ mod tests {
             messages(&s.validate(&obj(json!({"i": 2.5, "b": "yes"})), None)),
             vec![
                 "spec.i: Invalid value: \"number\": spec.i in body must be of type integer: \"number\"",
+                "<nil>: Invalid value: \"\": Checked value must be of type integer (default format) in spec.i",
                 "spec.b: Invalid value: \"string\": spec.b in body must be of type boolean: \"string\"",
             ]
         );
@@ -3977,8 +4003,8 @@ mod tests {
         assert_eq!(
             messages(&errs),
             vec![
-                "spec.ports[1]: Duplicate value: map[string]interface {}{\"name\":\"http\"}",
-                "spec.routes[2]: Duplicate value: map[string]interface {}{\"host\":\"a\", \"port\":1}",
+                "spec.ports[1]: Duplicate value: {\"name\":\"http\"}",
+                "spec.routes[2]: Duplicate value: {\"host\":\"a\",\"port\":1}",
             ]
         );
     }
@@ -4005,9 +4031,7 @@ mod tests {
             vec![FieldError {
                 field: "spec".into(),
                 reason: FieldErrorReason::Invalid,
-                message:
-                    "Invalid value: \"object\": failed rule: self.minReplicas <= self.replicas"
-                        .into(),
+                message: "Invalid value: failed rule: self.minReplicas <= self.replicas".into(),
             }]
         );
     }
@@ -4019,7 +4043,7 @@ mod tests {
         );
         assert_eq!(
             messages(&s.validate(&obj(json!({"replicas": 1, "minReplicas": 3})), None)),
-            vec!["spec: Invalid value: \"object\": too few replicas"]
+            vec!["spec: Invalid value: too few replicas"]
         );
         let s = replicas_schema(json!({
             "rule": "self.minReplicas <= self.replicas",
@@ -4028,7 +4052,7 @@ mod tests {
         }));
         assert_eq!(
             messages(&s.validate(&obj(json!({"replicas": 1, "minReplicas": 3})), None)),
-            vec!["spec: Invalid value: \"object\": replicas 1 is below 3"]
+            vec!["spec: Invalid value: replicas 1 is below 3"]
         );
         // a message expression that does not evaluate falls back to the message
         let s = replicas_schema(json!({
@@ -4038,7 +4062,7 @@ mod tests {
         }));
         assert_eq!(
             messages(&s.validate(&obj(json!({"replicas": 1, "minReplicas": 3})), None)),
-            vec!["spec: Invalid value: \"object\": too few replicas"]
+            vec!["spec: Invalid value: too few replicas"]
         );
     }
 
@@ -4078,7 +4102,7 @@ mod tests {
         assert_eq!(s.validate(&new, Some(&obj(json!({"image": "b"})))), vec![]);
         assert_eq!(
             messages(&s.validate(&new, Some(&obj(json!({"image": "a"}))))),
-            vec!["spec.image: Invalid value: \"string\": Value is immutable"]
+            vec!["spec.image: Invalid value: \"b\": Value is immutable"]
         );
         // no old value at that path: skipped
         assert_eq!(s.validate(&new, Some(&obj(json!({})))), vec![]);
@@ -4098,7 +4122,7 @@ mod tests {
         assert_eq!(s.validate(&obj(json!({"size": 5})), None), vec![]);
         assert_eq!(
             messages(&s.validate(&obj(json!({"size": 11})), None)),
-            vec!["spec: Invalid value: \"object\": size may only grow, from at most 10"]
+            vec!["spec: Invalid value: size may only grow, from at most 10"]
         );
         assert_eq!(
             s.validate(&obj(json!({"size": 20})), Some(&obj(json!({"size": 11})))),
@@ -4127,7 +4151,7 @@ mod tests {
         );
         assert_eq!(
             messages(&s.validate(&new, Some(&old))),
-            vec!["spec.ports[1]: Invalid value: \"object\": port is immutable"]
+            vec!["spec.ports[1]: Invalid value: port is immutable"]
         );
     }
 
@@ -4165,7 +4189,7 @@ mod tests {
             messages(&s.validate(&obj(json!({"replicas": "x", "minReplicas": 3})), None)),
             vec![
                 "spec.replicas: Invalid value: \"string\": spec.replicas in body must be of type integer: \"string\"",
-                "<nil>: Invalid value: \"null\": some validation rules were not checked because the object was invalid; correct the existing errors to complete validation",
+                "<nil>: Invalid value: null: some validation rules were not checked because the object was invalid; correct the existing errors to complete validation",
             ]
         );
     }
@@ -4185,7 +4209,7 @@ mod tests {
         o["metadata"]["name"] = json!("b");
         assert_eq!(
             messages(&s.validate(&o, None)),
-            vec!["<nil>: Invalid value: \"object\": bad root"]
+            vec!["<nil>: Invalid value: bad root"]
         );
     }
 
@@ -4260,7 +4284,7 @@ mod tests {
         assert_eq!(
             messages(&s.validate(&obj(json!({"items": [1, 3, 2], "name": "web-01"})), None)),
             vec![
-                "spec: Invalid value: \"object\": failed rule: self.items.isSorted() && self.items.sum() == 6 && self.items.min() == 1 && self.items.max() == 3"
+                "spec: Invalid value: failed rule: self.items.isSorted() && self.items.sum() == 6 && self.items.min() == 1 && self.items.max() == 3"
             ]
         );
     }
@@ -4356,8 +4380,8 @@ mod tests {
         assert_eq!(
             messages(&s.validate(&bad, None)),
             vec![
-                "spec.targets[1]: Duplicate value: map[string]interface {}{\"name\":\"a\"}",
-                "spec.limits.maxRetries: Invalid value: \"object\": limits.maxRetries must not exceed 10 per worker",
+                "spec.targets[1]: Duplicate value: {\"name\":\"a\"}",
+                "spec.limits.maxRetries: Invalid value: limits.maxRetries must not exceed 10 per worker",
                 "spec.schedule: Required value: mode Continuous requires a schedule",
             ]
         );
@@ -4372,7 +4396,7 @@ mod tests {
                 "spec.parallelism: Invalid value: 0: spec.parallelism in body should be greater than or equal to 1",
                 "spec.mode: Unsupported value: \"Sometimes\": supported values: \"Once\", \"Continuous\"",
                 "spec.deadline: Invalid value: \"soon\": spec.deadline in body must be of type date-time: \"soon\"",
-                "<nil>: Invalid value: \"null\": some validation rules were not checked because the object was invalid; correct the existing errors to complete validation",
+                "<nil>: Invalid value: null: some validation rules were not checked because the object was invalid; correct the existing errors to complete validation",
             ]
         );
 
@@ -4381,7 +4405,7 @@ mod tests {
         updated["spec"]["image"] = json!("scavenger:2.0");
         assert_eq!(
             messages(&s.validate(&updated, Some(&job))),
-            vec!["spec: Invalid value: \"object\": image is immutable"]
+            vec!["spec: Invalid value: image is immutable"]
         );
         updated["spec"]["image"] = json!("scavenger:1.2");
         updated["spec"]["parallelism"] = json!(4);

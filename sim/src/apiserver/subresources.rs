@@ -332,7 +332,7 @@ pub fn evict(
         .get("deleteOptions")
         .cloned()
         .unwrap_or(Value::Null);
-    let opts = DeleteOptions {
+    let mut opts = DeleteOptions {
         propagation: match opts_v.get("propagationPolicy").and_then(Value::as_str) {
             Some("Orphan") => Some(Propagation::Orphan),
             Some("Foreground") => Some(Propagation::Foreground),
@@ -355,8 +355,77 @@ pub fn evict(
         // Admitted above as the eviction; kube-apiserver's eviction deletes without admission.
         requester: None,
     };
+    if !opts.dry_run {
+        mark_disruption_target(server, def, ns, name, &mut opts)?;
+    }
     handlers::delete_object(server, def, ns, name, &opts)?;
     Ok(success(201))
+}
+
+/// Marks the pod to be evicted as kube-apiserver's eviction does before it deletes it
+/// (`addConditionAndDeletePod`): condition `DisruptionTarget` True, reason
+/// `EvictionByEvictionAPI`, written to the latest pod; a resourceVersion precondition then
+/// names the marked pod. A pod the preconditions do not match is left to the delete, which
+/// refuses it.
+fn mark_disruption_target(
+    server: &Arc<Server>,
+    def: &Arc<ResourceDef>,
+    ns: Option<&str>,
+    name: &str,
+    opts: &mut DeleteOptions,
+) -> ApiResult<()> {
+    let Some(current) = server.store.get(&def.id(), &key(def, ns, name)) else {
+        return Ok(());
+    };
+    if opts.uid.as_ref().is_some_and(|uid| *uid != current.uid)
+        || opts
+            .resource_version
+            .as_ref()
+            .is_some_and(|rv| *rv != current.rv.to_string())
+    {
+        return Ok(());
+    }
+    let mut pod = current.value();
+    let mut conditions = pod
+        .pointer_mut("/status/conditions")
+        .and_then(Value::as_array_mut)
+        .map(std::mem::take)
+        .unwrap_or_default();
+    let at = conditions
+        .iter()
+        .position(|c| c["type"] == "DisruptionTarget");
+    // podutil.UpdatePodCondition: in place, the transition time changing only with the status.
+    let transition = at
+        .map(|i| &conditions[i])
+        .filter(|c| c["status"] == "True")
+        .and_then(|c| c.get("lastTransitionTime").cloned())
+        .unwrap_or_else(|| Value::String(super::lifecycle::now()));
+    let condition = json!({
+        "type": "DisruptionTarget",
+        "status": "True",
+        "lastProbeTime": null,
+        "lastTransitionTime": transition,
+        "reason": "EvictionByEvictionAPI",
+        "message": "Eviction API: evicting",
+    });
+    match at {
+        Some(i) => conditions[i] = condition,
+        None => conditions.push(condition),
+    }
+    pod["status"]["conditions"] = Value::Array(conditions);
+    let (stored, _) = handlers::update_object(
+        server,
+        def,
+        ns,
+        name,
+        Some("status"),
+        pod,
+        &WriteOptions::internal(),
+    )?;
+    if opts.resource_version.is_some() {
+        opts.resource_version = Some(stored.rv.to_string());
+    }
+    Ok(())
 }
 
 /// Returns the live pods a PDB selects in its namespace.
