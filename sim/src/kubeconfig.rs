@@ -26,6 +26,17 @@ pub fn render(server: &str, ca_pem: Option<&str>, token: Option<&str>) -> String
     )
 }
 
+/// A kube client from a kubeconfig's text, built as any program builds one from its file.
+pub async fn client(yaml: &str) -> anyhow::Result<kube::Client> {
+    use anyhow::Context as _;
+    let kc = kube::config::Kubeconfig::from_yaml(yaml).context("parsing the kubeconfig")?;
+    let config =
+        kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+            .await
+            .context("loading the kubeconfig")?;
+    kube::Client::try_from(config).context("building a kube client")
+}
+
 /// Writes `contents` to `path` through a temporary file and a rename.
 pub fn write(path: &Path, contents: &str) -> std::io::Result<()> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {

@@ -174,13 +174,9 @@ impl Sim {
 
     /// Returns a kube client for this sim that authenticates with `token`.
     pub async fn client_with_token(&self, token: &str) -> anyhow::Result<kube::Client> {
-        let kc = kube::config::Kubeconfig::from_yaml(&self.kubeconfig_yaml_with_token(token))
-            .context("parsing the sim's kubeconfig")?;
-        let config =
-            kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
-                .await
-                .context("loading the sim's kubeconfig")?;
-        kube::Client::try_from(config).context("building a client for the sim")
+        kubeconfig::client(&self.kubeconfig_yaml_with_token(token))
+            .await
+            .context("a client for the sim")
     }
 
     /// Stops the server.

@@ -3,69 +3,14 @@
 //! story and exit 0; interrupted, it must stop every process it started.
 #![allow(clippy::unwrap_used)]
 
-use std::path::Path;
-use std::process::Stdio;
+mod dev_support;
+
 use std::time::Duration;
 
 use tokio::io::{AsyncBufReadExt as _, BufReader};
-use tokio::process::{Child, Command};
+use tokio::process::Command;
 
-/// deploy/scheduler's dev registration with the extender on a free port, so tests may run next
-/// to a developer's own dev cluster (and `dev` puts the API Service on a free port too).
-fn scheduler_config(dir: &Path) -> std::path::PathBuf {
-    const SHIPPED: &str = include_str!("../../deploy/scheduler/kube-scheduler-config.dev.yaml");
-    const SHIPPED_URL: &str = "http://127.0.0.1:9001/scheduler";
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    assert!(SHIPPED.contains(SHIPPED_URL), "{SHIPPED}");
-    let path = dir.join("scheduler.yaml");
-    std::fs::write(
-        &path,
-        SHIPPED.replace(SHIPPED_URL, &format!("http://127.0.0.1:{port}/scheduler")),
-    )
-    .unwrap();
-    path
-}
-
-fn dev(dir: &Path, extra: &[&str]) -> Child {
-    let config = scheduler_config(dir);
-    Command::new(env!("CARGO_BIN_EXE_telemesh-sim"))
-        .args([
-            "dev",
-            "--listen",
-            "127.0.0.1:0",
-            "--api-service",
-            "127.0.0.1:0",
-        ])
-        .arg("--dir")
-        .arg(dir.join("state"))
-        .arg("--scheduler-config")
-        .arg(config)
-        .args(extra)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("starting telemesh-sim dev")
-}
-
-/// Pids of processes whose command line mentions `dir` (every process a dev cluster starts gets
-/// paths under its state directory).
-fn processes_under(dir: &Path) -> Vec<u32> {
-    let needle = dir.to_string_lossy().into_owned();
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/cmdline"))
-                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(&needle))
-        })
-        .collect()
-}
+use dev_support::{assert_health_story_told, dev, processes_under};
 
 #[tokio::test]
 async fn headless_dev_cluster_tells_the_whole_story_and_leaves_nothing_running() {
@@ -77,22 +22,7 @@ async fn headless_dev_cluster_tells_the_whole_story_and_leaves_nothing_running()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "dev failed:\n{stdout}");
-    for step in [
-        "both coordinators see every node",
-        "the demo Deployment's pods are placed and Running",
-        "labels its node scheduling-policy=violating",
-        "the demo pods on sim-node-1 are evicted by its agent",
-        "sim-node-1 filtered out by the extender",
-        "the label goes away once the telemetry recovers",
-    ] {
-        assert!(
-            stdout
-                .lines()
-                .any(|l| l.trim_start().starts_with("ok") && l.contains(step)),
-            "step {step:?} not observed:\n{stdout}"
-        );
-    }
-    assert!(!stdout.contains("MISSING"), "{stdout}");
+    assert_health_story_told(&stdout);
     assert!(stdout.contains("the extender filtered out sim-node-1: policy health-metric-demo/scheduling-policy dontschedule"), "{stdout}");
     assert_eq!(
         processes_under(dir.path()),

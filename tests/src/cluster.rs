@@ -13,7 +13,6 @@ use telemesh_core::policy::TASPolicy;
 use telemesh_sim::cluster::kubelet::{Backoff, Kubelet};
 use telemesh_sim::cluster::scheduler;
 use telemesh_sim::cluster::scheduler::config::SchedulerConfiguration;
-use telemesh_sim::cluster::scheduler::upstream::Render;
 use tokio_util::sync::CancellationToken;
 
 use crate::{SimEnv, eventually};
@@ -83,17 +82,7 @@ impl ClusterParts {
     /// (deploy/scheduler/kube-scheduler-config.dev.yaml) calling the extender at `url_prefix`:
     /// for tests that need pods placed through the extender but not upstream's scheduler.
     pub async fn start_scheduler(&self, env: &SimEnv, url_prefix: &str) {
-        let shipped = crate::upstream::workspace_root()
-            .join("deploy/scheduler/kube-scheduler-config.dev.yaml");
-        let template = std::fs::read_to_string(&shipped)
-            .unwrap_or_else(|e| panic!("reading {}: {e}", shipped.display()));
-        let rendered = Render {
-            kubeconfig: env.kubeconfig.clone(),
-            url_prefix: Some(url_prefix.to_owned()),
-            node_cache_capable: None,
-        }
-        .apply(&template)
-        .expect("rendering the dev scheduler configuration");
+        let rendered = crate::upstream::dev_scheduler_config(&env.kubeconfig, url_prefix, None);
         let settings = scheduler::Settings {
             config: SchedulerConfiguration::parse(&rendered)
                 .expect("the dev scheduler configuration parses"),

@@ -15,11 +15,11 @@ use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
 use kube::api::{Api, PostParams};
 use telemesh_sim::cluster::kubelet::{Backoff, FaultRule, Kubelet};
 use telemesh_sim::cluster::machines::{self, Machine};
-use telemesh_sim::cluster::scheduler::upstream::Render;
 use telemesh_sim::cluster::workload::Workloads;
 use telemesh_sim::control_plane::{ControlPlane, ControlPlaneConfig, binaries};
 use tokio_util::sync::CancellationToken;
 
+use crate::mesh::MeshEnv as _;
 use crate::{Kubectl, eventually};
 
 /// How long kube-controller-manager may take to give a new namespace its `default`
@@ -112,14 +112,6 @@ impl RealEnv {
         Kubectl::new(&self.kubeconfig, self.dir.path())
     }
 
-    /// Writes `contents` to `name` in the private directory and returns its path.
-    pub fn write_file(&self, name: &str, contents: &str) -> PathBuf {
-        let path = self.dir.path().join(name);
-        std::fs::write(&path, contents)
-            .unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
-        path
-    }
-
     /// Makes the kubelets apply `rules` from now on (crashes, OOM kills, failures on cue).
     pub fn set_faults(&self, rules: Vec<FaultRule>) {
         self.faults.send_replace(rules);
@@ -162,17 +154,11 @@ impl RealEnv {
     /// first extender at `url_prefix` with `nodeCacheCapable` as given. Its log is
     /// [`ControlPlane::log_tail`]`("kube-scheduler")`.
     pub fn start_scheduler(&mut self, url_prefix: &str, node_cache_capable: bool) {
-        let shipped = crate::upstream::workspace_root()
-            .join("deploy/scheduler/kube-scheduler-config.dev.yaml");
-        let template = std::fs::read_to_string(&shipped)
-            .unwrap_or_else(|e| panic!("reading {}: {e}", shipped.display()));
-        let rendered = Render {
-            kubeconfig: self.kubeconfig.clone(),
-            url_prefix: Some(url_prefix.to_owned()),
-            node_cache_capable: Some(node_cache_capable),
-        }
-        .apply(&template)
-        .expect("rendering the dev scheduler configuration");
+        let rendered = crate::upstream::dev_scheduler_config(
+            &self.kubeconfig,
+            url_prefix,
+            Some(node_cache_capable),
+        );
         let config = self.write_file("kube-scheduler.yaml", &rendered);
         self.plane
             .start_scheduler(&config)

@@ -76,16 +76,7 @@ impl KubeScheduler {
     /// (its kubeconfig; leader election off) with the first extender at `url_prefix` and its
     /// `nodeCacheCapable` as given; health and metrics are not served (`--secure-port=0`).
     pub fn start(binary: &Path, env: &SimEnv, url_prefix: &str, node_cache_capable: bool) -> Self {
-        let shipped = workspace_root().join("deploy/scheduler/kube-scheduler-config.dev.yaml");
-        let template = std::fs::read_to_string(&shipped)
-            .unwrap_or_else(|e| panic!("reading {}: {e}", shipped.display()));
-        let rendered = Render {
-            kubeconfig: env.kubeconfig.clone(),
-            url_prefix: Some(url_prefix.to_owned()),
-            node_cache_capable: Some(node_cache_capable),
-        }
-        .apply(&template)
-        .expect("rendering the dev scheduler configuration");
+        let rendered = dev_scheduler_config(&env.kubeconfig, url_prefix, Some(node_cache_capable));
         let config = env.write_file("kube-scheduler.yaml", &rendered);
         let mut cmd = Command::new(binary);
         cmd.args(upstream::args(
@@ -98,4 +89,24 @@ impl KubeScheduler {
             config,
         }
     }
+}
+
+/// deploy/scheduler/kube-scheduler-config.dev.yaml rendered for one scheduler: `kubeconfig`,
+/// leader election off, the first extender at `url_prefix` with `nodeCacheCapable` as given
+/// (None: as shipped).
+pub fn dev_scheduler_config(
+    kubeconfig: &Path,
+    url_prefix: &str,
+    node_cache_capable: Option<bool>,
+) -> String {
+    let shipped = workspace_root().join("deploy/scheduler/kube-scheduler-config.dev.yaml");
+    let template = std::fs::read_to_string(&shipped)
+        .unwrap_or_else(|e| panic!("reading {}: {e}", shipped.display()));
+    Render {
+        kubeconfig: kubeconfig.to_owned(),
+        url_prefix: Some(url_prefix.to_owned()),
+        node_cache_capable,
+    }
+    .apply(&template)
+    .expect("rendering the dev scheduler configuration")
 }

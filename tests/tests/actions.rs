@@ -62,10 +62,11 @@ enum Backend {
     Real,
 }
 
-/// What runs under the coordinators.
+/// What runs under the coordinators (held for their Drop: they stop the cluster).
+#[allow(clippy::large_enum_variant, reason = "one per test, never moved about")]
 enum Cluster {
     Sim {
-        env: SimEnv,
+        _env: SimEnv,
         parts: ClusterParts,
         _scheduler: KubeScheduler,
     },
@@ -114,7 +115,7 @@ impl Scene {
                     KubeScheduler::start(&binary, &env, &mesh.coordinators[1].url_prefix(), true);
                 Some(Self {
                     cluster: Cluster::Sim {
-                        env,
+                        _env: env,
                         parts,
                         _scheduler: scheduler,
                     },

@@ -97,6 +97,7 @@ async fn targets(mesh: &mut Mesh) -> Vec<(String, SocketAddr, Option<u32>)> {
 /// What runs under the binaries: sim with its kubelets, controllers and scheduler stand-in, or
 /// the real control plane (kube-controller-manager, kube-scheduler v1.36) with sim's kubelets.
 #[allow(dead_code, reason = "held for their Drop: they stop the cluster")]
+#[allow(clippy::large_enum_variant, reason = "one per test, never moved about")]
 enum Cluster {
     Sim(SimEnv, ClusterParts),
     Real(RealEnv),
@@ -152,7 +153,7 @@ async fn install_and_mesh(env: &impl MeshEnv, client: &Client) -> Mesh {
         .create(&PostParams::default(), &ns)
         .await
         .unwrap();
-    install_example_policy(&client).await;
+    install_example_policy(client).await;
     let nodes: Vec<(&str, &str)> = NODES.iter().map(|n| (*n, "node_metric 50\n")).collect();
     Mesh::start_with(
         env,

@@ -311,13 +311,9 @@ impl ControlPlane {
 
     /// A kube client that authenticates with `token`.
     pub async fn client_with_token(&self, token: &str) -> anyhow::Result<kube::Client> {
-        let kc = kube::config::Kubeconfig::from_yaml(&self.kubeconfig_yaml_with_token(token))
-            .context("parsing the control plane's kubeconfig")?;
-        let config =
-            kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
-                .await
-                .context("loading the control plane's kubeconfig")?;
-        kube::Client::try_from(config).context("building a client for the control plane")
+        crate::kubeconfig::client(&self.kubeconfig_yaml_with_token(token))
+            .await
+            .context("a client for the control plane")
     }
 
     /// A token of service account `namespace/service_account` from the TokenRequest API, valid
