@@ -33,6 +33,25 @@ enum Command {
     /// with nodes, kubelets, scheduler and controllers, an agent per node and two coordinators;
     /// applies the TAS examples and a demo, and tells what happens.
     Dev(dev::DevArgs),
+    /// sim as nodes only, against any API server (as KWOK): registers simulated Nodes, keeps
+    /// their Leases and heartbeats alive and plays their pods' lives with a kubelet stand-in
+    /// each (graceful deletion included), until interrupted.
+    Nodes(NodesArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct NodesArgs {
+    /// The API server's kubeconfig (its user must be allowed to write Nodes, Leases and pods'
+    /// status: an admin's).
+    #[arg(long, env = "KUBECONFIG")]
+    kubeconfig: PathBuf,
+    /// How many nodes (`sim-node-0..`), each of 8 CPUs, 32 GiB and 110 pods.
+    #[arg(long, env = "TELEMESH_SIM_NODES", default_value_t = 3)]
+    nodes: usize,
+    /// Where each node's kubelet keeps its pods' emptyDirs (`<dir>/<node>`, the folder an
+    /// agent for that node reads as its host root); none by default.
+    #[arg(long, env = "TELEMESH_SIM_HOST_ROOTS")]
+    host_roots: Option<PathBuf>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -71,6 +90,16 @@ async fn main() -> ExitCode {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     tracing::error!(error = format!("{e:#}"), "telemesh-sim stopped");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+        Command::Nodes(args) => {
+            telemesh_core::telemetry::init(cli.common.log_format, "info");
+            match nodes(args).await {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    tracing::error!(error = format!("{e:#}"), "telemesh-sim nodes stopped");
                     ExitCode::FAILURE
                 }
             }
@@ -131,6 +160,45 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             )
         })?;
     tracing::info!(url = sim.url(), kubeconfig = %args.kubeconfig_out.display(), version = %version.git_version, nodes = args.nodes, "sim ready");
+    tokio::signal::ctrl_c()
+        .await
+        .context("waiting for Ctrl-C")?;
+    tracing::info!("interrupted; stopping");
+    Ok(())
+}
+
+/// `telemesh-sim nodes`: the machines of [`NodesArgs`] until Ctrl-C.
+async fn nodes(args: NodesArgs) -> anyhow::Result<()> {
+    use anyhow::Context as _;
+    use telemesh_sim::cluster::kubelet::{Backoff, Kubelet};
+    use telemesh_sim::cluster::machines::{self, Machine};
+    let yaml = std::fs::read_to_string(&args.kubeconfig)
+        .with_context(|| format!("reading the kubeconfig {}", args.kubeconfig.display()))?;
+    let client = telemesh_sim::kubeconfig::client(&yaml).await?;
+    let machines: Vec<Machine> = (0..args.nodes)
+        .map(|i| Machine::standard(&format!("sim-node-{i}")))
+        .collect();
+    machines::register(&client, &machines).await?;
+    let stop = tokio_util::sync::CancellationToken::new();
+    let _stop_on_return = stop.clone().drop_guard();
+    tokio::spawn(machines::heartbeat(
+        client.clone(),
+        machines.clone(),
+        stop.clone(),
+    ));
+    let (_faults, faults_rx) = tokio::sync::watch::channel(Vec::new());
+    let workloads = telemesh_sim::cluster::workload::Workloads::default();
+    for (i, m) in machines.iter().enumerate() {
+        let kubelet = Kubelet {
+            node: m.name.clone(),
+            index: u8::try_from(i).context("at most 256 nodes (pod IPs 10.244.<n>.x)")?,
+            backoff: Backoff::default(),
+            host_root: args.host_roots.as_ref().map(|d| d.join(&m.name)),
+            workloads: workloads.clone(),
+        };
+        tokio::spawn(kubelet.run(client.clone(), faults_rx.clone(), stop.clone()));
+    }
+    tracing::info!(nodes = args.nodes, kubeconfig = %args.kubeconfig.display(), "nodes registered; playing their kubelets until interrupted");
     tokio::signal::ctrl_c()
         .await
         .context("waiting for Ctrl-C")?;

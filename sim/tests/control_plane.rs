@@ -297,3 +297,39 @@ async fn graceful_deletion_is_the_same_on_sim_and_the_real_api_server() {
     );
     assert_eq!(simulated, real, "sim against the real API server");
 }
+
+#[tokio::test]
+async fn the_nodes_command_plays_machines_for_any_api_server() {
+    let Some(c) = cluster("the_nodes_command_plays_machines_for_any_api_server", 0).await else {
+        return;
+    };
+    let _nodes = tokio::process::Command::new(env!("CARGO_BIN_EXE_telemesh-sim"))
+        .args(["nodes", "--nodes", "2", "--kubeconfig"])
+        .arg(c.plane.kubeconfig())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("starting telemesh-sim nodes");
+    c.namespace(NS).await;
+    let nodes: Api<Node> = Api::all(c.client.clone());
+    eventually("sim-node-1 registered and untainted", WAIT, || {
+        let nodes = nodes.clone();
+        async move {
+            let node = nodes.get_opt("sim-node-1").await.ok()??;
+            let taints = node.spec.and_then(|s| s.taints).unwrap_or_default();
+            taints.is_empty().then_some(())
+        }
+    })
+    .await;
+    c.pod_on("played", "sim-node-1").await;
+    let pods: Api<Pod> = Api::namespaced(c.client.clone(), NS);
+    eventually("the pod Running on sim-node-1", WAIT, || {
+        let pods = pods.clone();
+        async move {
+            let pod = pods.get("played").await.ok()?;
+            (pod.status?.phase.as_deref() == Some("Running")).then_some(())
+        }
+    })
+    .await;
+}
