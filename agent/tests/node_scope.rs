@@ -49,6 +49,7 @@ use telemesh_sim::apiserver::auth::{
 };
 use telemesh_sim::cluster::machines::{self, Machine};
 use telemesh_sim::control_plane::{ControlPlane, ControlPlaneConfig, binaries};
+use telemesh_sim::shipped::{manifests as shipped_manifests, object as shipped};
 use telemesh_sim::{Auth, Rule, Sim, SimConfig, UserInfo};
 
 const NS: &str = "health-metric-demo";
@@ -63,25 +64,6 @@ const AGENT_POD: &str = "telemesh-agent-x7k2p";
 /// Another service account, bound to the agent's ClusterRole by the test.
 const OTHER_SA: &str = "node-labeler";
 const WAIT: Duration = Duration::from_secs(20);
-
-/// Every document of the plain manifests (what `kubectl apply -f` installs).
-fn manifests() -> Vec<Value> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/manifests/telemesh.yaml");
-    let text = std::fs::read_to_string(&path).unwrap();
-    serde_yaml_ng::Deserializer::from_str(&text)
-        .map(|d| serde::Deserialize::deserialize(d).unwrap())
-        .filter(|d: &Value| !d.is_null())
-        .collect()
-}
-
-/// The manifests' `kind` named `name`.
-fn shipped<T: serde::de::DeserializeOwned>(docs: &[Value], kind: &str, name: &str) -> T {
-    let doc = docs
-        .iter()
-        .find(|d| d["kind"] == kind && d["metadata"]["name"] == name)
-        .unwrap_or_else(|| panic!("no {kind} {name} in deploy/manifests/telemesh.yaml"));
-    serde_json::from_value(doc.clone()).unwrap()
-}
 
 fn user_name(sa: &str) -> String {
     format!("system:serviceaccount:{AGENT_NS}:{sa}")
@@ -179,7 +161,7 @@ impl Cluster {
     /// sim, with the tokens in its table and the manifests' RBAC as its rules.
     async fn on_sim() -> Self {
         telemesh_core::telemetry::init(telemesh_core::cli::LogFormat::Text, "warn");
-        let docs = manifests();
+        let docs = shipped_manifests();
         let agent = || UserInfo::service_account(AGENT_NS, AGENT_SA);
         let admin = UserInfo {
             username: "admin".into(),
@@ -252,7 +234,7 @@ impl Cluster {
             .await
             .unwrap();
         let admin = plane.client().await.unwrap();
-        let docs = manifests();
+        let docs = shipped_manifests();
         install(&admin, &docs).await;
         let pp = PostParams::default();
         Api::<Namespace>::all(admin.clone())

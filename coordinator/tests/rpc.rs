@@ -1007,17 +1007,15 @@ async fn callers_are_authenticated_and_authorized_through_the_api_server_on_real
 mod real {
     use std::path::PathBuf;
 
-    use clap::Parser as _;
     use k8s_openapi::api::authorization::v1::SubjectAccessReview;
     use k8s_openapi::api::coordination::v1::Lease;
     use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
     use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-    use kube::api::{Api, ListParams, PostParams};
+    use kube::api::{Api, PostParams};
     use serde_json::{Value, json};
-    use telemesh_core::action::WorkloadAction;
     use telemesh_sim::control_plane::{ControlPlane, ControlPlaneConfig};
-    use tokio_util::sync::CancellationToken;
+    use telemesh_sim::shipped::{manifests as shipped_manifests, object as shipped};
 
     use super::{NS, WAIT, add_nodes};
 
@@ -1037,26 +1035,6 @@ mod real {
                 eprintln!("{}", self.plane.log_tail("kube-apiserver"));
             }
         }
-    }
-
-    /// Every document of the plain manifests (what `kubectl apply -f` installs).
-    fn manifests() -> Vec<Value> {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../deploy/manifests/telemesh.yaml");
-        let text = std::fs::read_to_string(&path).unwrap();
-        serde_yaml_ng::Deserializer::from_str(&text)
-            .map(|d| serde::Deserialize::deserialize(d).unwrap())
-            .filter(|d: &Value| !d.is_null())
-            .collect()
-    }
-
-    /// The manifests' `kind` named `name`.
-    fn shipped<T: serde::de::DeserializeOwned>(docs: &[Value], kind: &str, name: &str) -> T {
-        let doc = docs
-            .iter()
-            .find(|d| d["kind"] == kind && d["metadata"]["name"] == name)
-            .unwrap_or_else(|| panic!("no {kind} {name} in deploy/manifests/telemesh.yaml"));
-        serde_json::from_value(doc.clone()).unwrap()
     }
 
     fn object<T: serde::de::DeserializeOwned>(v: Value) -> T {
@@ -1111,7 +1089,7 @@ mod real {
                     .unwrap();
             }
             add_nodes(&admin).await;
-            let docs = manifests();
+            let docs = shipped_manifests();
             let namespaces: Api<Namespace> = Api::all(admin.clone());
             namespaces
                 .create(&pp, &shipped(&docs, "Namespace", RELEASE_NS))
@@ -1249,31 +1227,17 @@ mod real {
             let kubeconfig = dir.path().join("coordinator.kubeconfig");
             telemesh_sim::kubeconfig::write(&kubeconfig, &plane.kubeconfig_yaml_with_token(&token))
                 .unwrap();
-            let args = [
-                "telemesh-coordinator".to_owned(),
-                "--insecure-gossip".into(),
-                format!("--kubeconfig={}", kubeconfig.display()),
-                "--gossip-listen=127.0.0.1:0".into(),
-                "--extender-listen=127.0.0.1:0".into(),
-                "--api-listen=127.0.0.1:0".into(),
-                "--http-listen=127.0.0.1:0".into(),
-                "--view-sync-timeout=100ms".into(),
-                "--api-auth=kubernetes".into(),
-                format!("--leader-lease={COORDINATOR}"),
-                format!("--leader-lease-namespace={RELEASE_NS}"),
-            ];
-            let config = telemesh_coordinator::config::Config::try_from(
-                telemesh_coordinator::config::Cli::try_parse_from(args).unwrap(),
+            // As the chart's Deployment runs it: its leader Lease where its Role allows it.
+            let coordinator = super::actions_env::start_replica(
+                &kubeconfig,
+                "kubernetes",
+                &[
+                    &format!("--leader-lease={COORDINATOR}"),
+                    &format!("--leader-lease-namespace={RELEASE_NS}"),
+                ],
+                &admin,
+                NS,
             )
-            .unwrap();
-            let coordinator = telemesh_coordinator::start(config, CancellationToken::new())
-                .await
-                .unwrap();
-            let actions = Api::<WorkloadAction>::namespaced(admin.clone(), NS);
-            telemesh_core::testing::eventually("WorkloadActions are served", WAIT, || {
-                let actions = actions.clone();
-                async move { actions.list(&ListParams::default()).await.ok().map(|_| ()) }
-            })
             .await;
             Self {
                 plane,

@@ -26,6 +26,7 @@ pub mod nodes;
 pub mod processes;
 pub mod registry;
 pub mod selectors;
+pub mod shipped;
 pub mod store;
 pub mod tls;
 

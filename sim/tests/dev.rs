@@ -10,25 +10,13 @@ use std::time::Duration;
 use tokio::io::{AsyncBufReadExt as _, BufReader};
 use tokio::process::Command;
 
-use dev_support::{assert_health_story_told, dev, processes_under};
+use dev_support::{dev, processes_under, tell_health_story};
 
 #[tokio::test]
 async fn headless_dev_cluster_tells_the_whole_story_and_leaves_nothing_running() {
     let dir = tempfile::tempdir().unwrap();
-    let child = dev(dir.path(), &["--nodes", "3", "--for", "150s"]);
-    let out = tokio::time::timeout(Duration::from_secs(200), child.wait_with_output())
-        .await
-        .expect("telemesh-sim dev --for 150s overran its own deadline")
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "dev failed:\n{stdout}");
-    assert_health_story_told(&stdout);
+    let stdout = tell_health_story(dir.path(), &[]).await;
     assert!(stdout.contains("the extender filtered out sim-node-1: policy health-metric-demo/scheduling-policy dontschedule"), "{stdout}");
-    assert_eq!(
-        processes_under(dir.path()),
-        Vec::<u32>::new(),
-        "left running"
-    );
 }
 
 #[tokio::test]

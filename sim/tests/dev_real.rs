@@ -7,9 +7,7 @@
 
 mod dev_support;
 
-use std::time::Duration;
-
-use dev_support::{assert_health_story_told, dev, processes_under};
+use dev_support::tell_health_story;
 
 #[tokio::test]
 async fn headless_dev_cluster_on_a_real_control_plane_tells_the_whole_story() {
@@ -20,24 +18,9 @@ async fn headless_dev_cluster_on_a_real_control_plane_tells_the_whole_story() {
     }
     let dir = tempfile::tempdir().unwrap();
     // Port 0 (dev()'s --listen): the control plane takes a random 127.a.b.c of its own.
-    let child = dev(
-        dir.path(),
-        &["--control-plane", "real", "--nodes", "3", "--for", "150s"],
-    );
-    let out = tokio::time::timeout(Duration::from_secs(200), child.wait_with_output())
-        .await
-        .expect("telemesh-sim dev --for 150s overran its own deadline")
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "dev failed:\n{stdout}");
+    let stdout = tell_health_story(dir.path(), &["--control-plane", "real"]).await;
     assert!(
         stdout.contains("installed Telemesh from deploy/manifests/telemesh.yaml"),
         "{stdout}"
-    );
-    assert_health_story_told(&stdout);
-    assert_eq!(
-        processes_under(dir.path()),
-        Vec::<u32>::new(),
-        "left running"
     );
 }

@@ -101,6 +101,39 @@ async fn start_with(auth: Option<Auth>, namespace: &str, lead: bool, extra: &[&s
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
     sim.write_kubeconfig(&kubeconfig).unwrap();
+    let coordinator = start_replica(&kubeconfig, mode, extra, &client, namespace).await;
+    if lead {
+        telemesh_core::testing::eventually(
+            "the replica holds the executor's Lease",
+            std::time::Duration::from_secs(30),
+            || {
+                let leases = leases.clone();
+                async move {
+                    let lease = leases.get_opt("telemesh-coordinator").await.ok()??;
+                    lease.spec?.holder_identity.filter(|h| !h.is_empty())
+                }
+            },
+        )
+        .await;
+    }
+    ActionsEnv {
+        sim,
+        client,
+        coordinator,
+        dir: Dir(dir),
+    }
+}
+
+/// Starts a coordinator replica in-process on loopback with `kubeconfig`, `--api-auth=<mode>`
+/// and `extra` flags; returns once `client` sees WorkloadActions served in `namespace` (a CRD is
+/// served once established).
+pub async fn start_replica(
+    kubeconfig: &std::path::Path,
+    mode: &str,
+    extra: &[&str],
+    client: &kube::Client,
+    namespace: &str,
+) -> telemesh_coordinator::Coordinator {
     let args = vec![
         "telemesh-coordinator".to_string(),
         "--insecure-gossip".into(),
@@ -122,7 +155,6 @@ async fn start_with(auth: Option<Auth>, namespace: &str, lead: bool, extra: &[&s
     let coordinator = telemesh_coordinator::start(config, CancellationToken::new())
         .await
         .unwrap();
-    // A CRD is served once established.
     let actions = Api::<WorkloadAction>::namespaced(client.clone(), namespace);
     telemesh_core::testing::eventually(
         "WorkloadActions are served",
@@ -133,24 +165,5 @@ async fn start_with(auth: Option<Auth>, namespace: &str, lead: bool, extra: &[&s
         },
     )
     .await;
-    if lead {
-        telemesh_core::testing::eventually(
-            "the replica holds the executor's Lease",
-            std::time::Duration::from_secs(30),
-            || {
-                let leases = leases.clone();
-                async move {
-                    let lease = leases.get_opt("telemesh-coordinator").await.ok()??;
-                    lease.spec?.holder_identity.filter(|h| !h.is_empty())
-                }
-            },
-        )
-        .await;
-    }
-    ActionsEnv {
-        sim,
-        client,
-        coordinator,
-        dir: Dir(dir),
-    }
+    coordinator
 }

@@ -64,7 +64,7 @@ pub fn processes_under(dir: &Path) -> Vec<u32> {
 }
 
 /// Asserts that `stdout` reports every step of the health story observed (`ok`) and none missing.
-pub fn assert_health_story_told(stdout: &str) {
+fn assert_health_story_told(stdout: &str) {
     for step in [
         "both coordinators see every node",
         "the demo Deployment's pods are placed and Running",
@@ -81,4 +81,26 @@ pub fn assert_health_story_told(stdout: &str) {
         );
     }
     assert!(!stdout.contains("MISSING"), "{stdout}");
+}
+
+/// Runs the dev cluster headless (`--nodes 3 --for 150s` and `extra`) and asserts that it told
+/// the whole health story, exited 0 and left nothing running; returns what it printed.
+pub async fn tell_health_story(dir: &Path, extra: &[&str]) -> String {
+    let args: Vec<&str> = ["--nodes", "3", "--for", "150s"]
+        .into_iter()
+        .chain(extra.iter().copied())
+        .collect();
+    let child = dev(dir, &args);
+    let out = tokio::time::timeout(
+        std::time::Duration::from_secs(200),
+        child.wait_with_output(),
+    )
+    .await
+    .expect("telemesh-sim dev --for 150s overran its own deadline")
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "dev failed:\n{stdout}");
+    assert_health_story_told(&stdout);
+    assert_eq!(processes_under(dir), Vec::<u32>::new(), "left running");
+    stdout
 }
