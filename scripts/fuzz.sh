@@ -7,8 +7,10 @@
 # Each target's corpus is fuzz/corpus/<target> (kept between runs, not committed), seeded from
 # fuzz/seeds/<target> and the repo's fixtures (agent/tests/fixtures, deploy/examples). A crash
 # leaves its input in fuzz/artifacts/<target>/ and makes the script exit 1.
-# --ci: skip (exit 0, saying so) when the nightly toolchain or cargo-fuzz is missing, and build
-# for a short run: no sanitizer (our crates forbid unsafe code) and no optimization (the build,
+# cargo-fuzz itself is installed when missing (the pinned CARGO_FUZZ_VERSION from crates.io,
+# --locked, into target/tools, kept between runs: 70 s of CPU, 40 s of wall time on 2 cores).
+# --ci: skip (exit 0, saying so) when the nightly toolchain is missing or cargo-fuzz cannot be
+# installed, and build for a short run: no sanitizer (our crates forbid unsafe code) and no optimization (the build,
 # not the run, is most of the cost; docs/fuzzing.md has the figures).
 # FUZZ_SANITIZER=address|none and FUZZ_PROFILE=release|dev override (default: address and
 # release; none and dev with --ci). FUZZ_TARGET_DIR: where to build (target/fuzz).
@@ -33,8 +35,15 @@ missing() {
 }
 cargo +nightly --version >/dev/null 2>&1 ||
   missing "no nightly toolchain (rustup toolchain install nightly)"
-cargo +nightly fuzz --version >/dev/null 2>&1 ||
-  missing "cargo-fuzz is not installed (cargo install cargo-fuzz)"
+# The project's own copy of cargo-fuzz comes first, so a fresh machine needs nothing by hand.
+CARGO_FUZZ_VERSION=0.13.2
+tools=$PWD/target/tools
+export PATH="$tools/bin:$PATH"
+if ! cargo +nightly fuzz --version >/dev/null 2>&1; then
+  echo "fuzz: installing cargo-fuzz $CARGO_FUZZ_VERSION into $tools (once; kept between runs)"
+  nice cargo install --quiet --locked --version "$CARGO_FUZZ_VERSION" --root "$tools" cargo-fuzz ||
+    missing "installing cargo-fuzz failed (cargo install cargo-fuzz --version $CARGO_FUZZ_VERSION)"
+fi
 
 sanitizer=${FUZZ_SANITIZER:-$($ci && echo none || echo address)}
 profile=${FUZZ_PROFILE:-$($ci && echo dev || echo release)}
