@@ -42,6 +42,18 @@ impl PolicySet {
         self.by_namespace.get(namespace)?.get(name)
     }
 
+    /// Every policy, by namespace then name.
+    pub fn sorted(&self) -> Vec<&Policy> {
+        let mut all: Vec<&Policy> = self
+            .by_namespace
+            .values()
+            .flat_map(HashMap::values)
+            .map(|p| &**p)
+            .collect();
+        all.sort_unstable_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+        all
+    }
+
     /// Number of policies.
     pub fn len(&self) -> usize {
         self.by_namespace.values().map(HashMap::len).sum()
@@ -164,4 +176,30 @@ fn compile(p: &TASPolicy) -> Policy {
         tracing::warn!(policy.name = %policy.key(), %problem, "TASPolicy partly ignored");
     }
     policy
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn policy(namespace: &str, name: &str) -> Policy {
+        let yaml = format!(
+            "apiVersion: telemetry.intel.com/v1alpha1\nkind: TASPolicy\n\
+             metadata: {{ name: {name}, namespace: {namespace} }}\nspec: {{ strategies: {{}} }}"
+        );
+        Policy::compile(&serde_yaml_ng::from_str::<TASPolicy>(&yaml).unwrap())
+    }
+
+    #[test]
+    fn sorted_lists_every_policy_by_namespace_then_name() {
+        let set = PolicySet::from_policies([
+            policy("b", "x"),
+            policy("a", "z"),
+            policy("b", "a"),
+            policy("a", "y"),
+        ]);
+        let keys: Vec<String> = set.sorted().iter().map(|p| p.key()).collect();
+        assert_eq!(keys, ["a/y", "a/z", "b/a", "b/x"]);
+    }
 }

@@ -2,13 +2,16 @@
 //! the DevTools protocol with chromiumoxide, so no npm), against real agents and a coordinator
 //! on sim with TAS's example policy installed:
 //!
-//! - the page lists every node in its heat map;
+//! - the page lists every node;
 //! - one node's telemetry is scripted past the policy's `labeling` rule (node_metric > 100), and
 //!   the same page, not reloaded, shows that node violating with the labels the policy puts on
 //!   it, fed by the server-sent events;
-//! - choosing `node_metric` in the select box puts its values in the heat map;
-//! - a filter call that removes a node (another node scripted under the policy's dontschedule
-//!   target) appears among the recent decisions with that node and the reason;
+//! - choosing `node_metric` in the select box shows its values as text, and each node is
+//!   coloured by what the policy makes of it, not by its value: the node at 150 labelled, one at
+//!   50 fine and, once scripted to 5 (under the dontschedule target, `LessThan 10`), another
+//!   refused (the old heat map coloured 5 green and 150 red);
+//! - a filter call that removes a node (that refused node) appears among the recent decisions
+//!   with that node and the reason;
 //! - a `Scale` workload action sent to `/rpc` appears in the action queue and ends Succeeded
 //!   with its steps;
 //! - a screenshot of the page is written to `target/telemesh-page.png` for people to look at.
@@ -37,6 +40,12 @@ const NODES: [&str; 3] = ["sim-node-0", "sim-node-1", "sim-node-2"];
 const VIOLATOR: &str = "sim-node-1";
 /// Scripted under the policy's dontschedule target (node_metric < 10) later on.
 const REFUSED: &str = "sim-node-2";
+/// Stays at 50, which no rule of the policy objects to.
+const FINE: &str = "sim-node-0";
+/// The states' background colours in the page's CSS (`.state-*`), as computed styles give them.
+const REFUSED_COLOUR: &str = "rgb(244, 163, 155)";
+const LABELLED_COLOUR: &str = "rgb(185, 211, 243)";
+const FINE_COLOUR: &str = "rgb(191, 227, 198)";
 /// Bounds a broken run; not a timing goal.
 const WAIT: Duration = Duration::from_secs(60);
 
@@ -73,6 +82,28 @@ async fn wait_text(
         pred(&text).then_some(text)
     })
     .await
+}
+
+/// JS giving `node`'s cell as `<value text> | <data-state> | <computed background colour>`.
+fn cell_js(node: &str) -> String {
+    format!(
+        "(() => {{ const c = document.querySelector('#nodes [data-node=\"{node}\"]'); \
+         return c ? [c.querySelector('.value').textContent, c.dataset.state, \
+                     getComputedStyle(c).backgroundColor].join(' | ') : ''; }})()"
+    )
+}
+
+/// Waits until `node`'s cell shows `value` as text; returns its state and colour as
+/// `<state> | <colour>`, judged by the server from the same document as the value.
+async fn cell_state(page: &chromiumoxide::Page, node: &str, value: &str) -> String {
+    let shown = wait_text(
+        page,
+        &format!("the page to show {node} at {value}"),
+        &cell_js(node),
+        |t| t.starts_with(&format!("{value} | ")),
+    )
+    .await;
+    shown[value.len() + 3..].to_owned()
 }
 
 /// Evaluates `js` in the page; `None` when it fails or is not a `T`.
@@ -184,13 +215,6 @@ async fn the_page_shows_a_node_violating_a_policy_with_its_labels() {
         "telemetry.aware.scheduling.scheduling-policy/label1=foo, \
          telemetry.aware.scheduling.scheduling-policy/label2=bar"
     );
-    let cell: String = eval(
-        &page,
-        &format!("document.querySelector('#nodes [data-node=\"{VIOLATOR}\"]').className"),
-    )
-    .await
-    .unwrap();
-    assert!(cell.split(' ').any(|c| c == "violating"), "{cell}");
     let others: usize = eval(
         &page,
         "document.querySelectorAll('#violations tr[data-node]').length",
@@ -205,18 +229,49 @@ async fn the_page_shows_a_node_violating_a_policy_with_its_labels() {
         "the page was reloaded instead of updating itself"
     );
 
-    // The heat map follows the select box: node_metric shows the violator hottest.
-    let js = format!(
-        "(() => {{ const s = document.getElementById('metric'); s.value = 'node_metric'; \
-         s.dispatchEvent(new Event('change')); \
-         return document.querySelector('#nodes [data-node=\"{VIOLATOR}\"] .value').textContent; }})()"
-    );
-    let shown: String = eval(&page, &js).await.unwrap();
-    assert_eq!(shown, "150", "the heat map shows the chosen metric");
+    // The select box picks the metric shown as text; the colour is the node's state.
+    let js = "(() => { const s = document.getElementById('metric'); s.value = 'node_metric'; \
+              s.dispatchEvent(new Event('change')); return s.value; })()";
+    let chosen: String = eval(&page, js).await.unwrap();
+    assert_eq!(chosen, "node_metric");
 
-    // A filter that removes a node: recorded among the recent decisions with its reason.
+    // Under the dontschedule target: refused, and coloured so, however low the value.
     mesh.script(REFUSED, "node_metric 5\n");
     mesh.wait_metric(REFUSED, "node_metric", 5.0).await;
+    assert_eq!(
+        cell_state(&page, REFUSED, "5.00").await,
+        format!("refused | {REFUSED_COLOUR}"),
+        "5 breaks dontschedule: node_metric LessThan 10"
+    );
+    assert_eq!(
+        cell_state(&page, VIOLATOR, "150").await,
+        format!("labelled | {LABELLED_COLOUR}"),
+        "150 passes the labeling rule (> 100) and no other"
+    );
+    assert_eq!(
+        cell_state(&page, FINE, "50.00").await,
+        format!("fine | {FINE_COLOUR}"),
+        "no rule objects to 50"
+    );
+    let legend: String = eval(&page, "document.getElementById('legend').textContent")
+        .await
+        .unwrap();
+    assert!(
+        legend.contains("low node_metric is worse"),
+        "the scale follows the rules: {legend}"
+    );
+    let swatch: String = eval(
+        &page,
+        "getComputedStyle(document.querySelector('#states [data-state=\"refused\"] .swatch')).backgroundColor",
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        swatch, REFUSED_COLOUR,
+        "the legend shows the refused colour"
+    );
+
+    // A filter that removes a node: recorded among the recent decisions with its reason.
     let filter = json!({
         "Pod": {"metadata": {"name": "probe", "namespace": POLICY_NAMESPACE,
                              "labels": {"telemetry-policy": "scheduling-policy"}}},

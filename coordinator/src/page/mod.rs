@@ -14,6 +14,8 @@
 //! `--api-auth none` need nothing).
 
 pub mod model;
+pub mod scale;
+pub mod state;
 
 use std::convert::Infallible;
 use std::sync::Arc;

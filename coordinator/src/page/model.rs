@@ -1,7 +1,9 @@
 //! What the live page shows, as one JSON document built from a view snapshot and the policy set:
-//! the nodes as `GET /api/v1/nodes` lists them plus the labels each violation puts on the node,
-//! the reward table per pod type as `GET /api/v1/rewards` lists it, the extender's recent
-//! decisions and the action queue. Pure: the feed and the SSE handler call it.
+//! the nodes as `GET /api/v1/nodes` lists them plus the labels each violation puts on the node
+//! and what the policies make of the node ([`state::judge`]: `state`, `stateReasons`), which
+//! end of each metric's scale the rules make worse ([`scale::scale`]: `scales`), the reward
+//! table per pod type as `GET /api/v1/rewards` lists it, the extender's recent decisions and the
+//! action queue. Pure: the feed and the SSE handler call it.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -9,11 +11,15 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use telemesh_core::policy::{Metrics, Unknown, VIOLATING};
 
+use super::{scale, state};
 use crate::actions::board::Queue;
 use crate::api::{node_json, rewards_json};
+use crate::extender::Settings;
 use crate::extender::decisions::Decision;
 use crate::policies::PolicySet;
 use crate::view::{NodeEntry, Snapshot};
+use telemesh_core::metric::MetricName;
+use telemesh_core::policy::Policy;
 use telemesh_core::reward::RewardModel;
 
 /// What the page reads besides the snapshot and the policies.
@@ -25,6 +31,20 @@ pub struct PageSettings {
     pub reward_model: RewardModel,
     /// What an unknown metric counts as (the extender's `--unknown`).
     pub unknown: Unknown,
+}
+
+// === impl PageSettings ===
+
+impl PageSettings {
+    /// The extender's settings as its filter reads them (`stale_after`, `unknown`); the rest,
+    /// which the filter does not read, at their defaults.
+    fn filter_settings(&self) -> Settings {
+        Settings {
+            stale_after: self.stale_after,
+            unknown: self.unknown,
+            ..Settings::default()
+        }
+    }
 }
 
 /// The labels a violation of `policy_key` (`namespace/name`) with the gossiped `strategies`
@@ -60,11 +80,13 @@ pub fn violation_labels(
     labels
 }
 
-/// One node: [`node_json`] plus `violationLabels` (policy key → labels).
+/// One node: [`node_json`] plus `violationLabels` (policy key → labels), `state` and
+/// `stateReasons` ([`state::judge`] with `every`, the policies in order).
 fn page_node(
     snapshot: &Snapshot,
     e: &NodeEntry,
     policies: &PolicySet,
+    every: &[&Policy],
     settings: &PageSettings,
     now_ms: u64,
 ) -> Value {
@@ -80,7 +102,23 @@ fn page_node(
         })
         .collect();
     node["violationLabels"] = json!(labels);
+    let judged = state::judge(snapshot, e, every, &settings.filter_settings(), now_ms);
+    node["state"] = json!(judged.state);
+    node["stateReasons"] = json!(judged.reasons);
     node
+}
+
+/// Each metric some node gossips whose scale a rule points ([`scale::scale`]), by name.
+fn scales_json(snapshot: &Snapshot, every: &[&Policy]) -> Value {
+    let metrics: std::collections::BTreeSet<&MetricName> = snapshot
+        .nodes()
+        .flat_map(|e| e.state.metrics.keys())
+        .collect();
+    let scales: serde_json::Map<String, Value> = metrics
+        .into_iter()
+        .filter_map(|m| Some((m.to_string(), json!(scale::scale(m, every)?))))
+        .collect();
+    Value::Object(scales)
 }
 
 /// What the page shows besides the view and the policies.
@@ -92,8 +130,8 @@ pub struct Activity<'a> {
     pub actions: &'a Queue,
 }
 
-/// The page's document at `now_ms`: nodes sorted by name, every pod type's rewards, recent
-/// decisions and the action queue.
+/// The page's document at `now_ms`: nodes sorted by name with their states, the metrics'
+/// scales, every pod type's rewards, recent decisions and the action queue.
 pub fn page_json(
     snapshot: &Snapshot,
     policies: &PolicySet,
@@ -102,9 +140,10 @@ pub fn page_json(
     now_ms: u64,
 ) -> Value {
     let sorted: BTreeMap<&str, &NodeEntry> = snapshot.nodes().map(|e| (&*e.name, e)).collect();
+    let every = policies.sorted();
     let nodes: Vec<Value> = sorted
         .values()
-        .map(|e| page_node(snapshot, e, policies, settings, now_ms))
+        .map(|e| page_node(snapshot, e, policies, &every, settings, now_ms))
         .collect();
     let rewards = rewards_json(snapshot, &settings.reward_model, None, now_ms);
     json!({
@@ -112,6 +151,7 @@ pub fn page_json(
         "synced": snapshot.synced,
         "staleAfterSeconds": settings.stale_after.as_secs_f64(),
         "nodes": nodes,
+        "scales": scales_json(snapshot, &every),
         "rewards": rewards["types"],
         "decisions": activity.decisions,
         "actions": activity.actions,
@@ -204,6 +244,48 @@ spec:
             "{n1}"
         );
         assert_eq!(n1["metrics"]["node_temp"]["stale"], false);
+    }
+
+    #[test]
+    fn every_node_carries_what_the_policies_make_of_it_and_metrics_their_scale() {
+        let raw: TASPolicy = serde_yaml_ng::from_str(include_str!(
+            "../../../deploy/examples/scheduling-policy.yaml"
+        ))
+        .unwrap();
+        let policies = PolicySet::from_policies([Policy::compile(&raw)]);
+        let value = |v: &str| format!("{v}@{}", NOW_MS - 1_000);
+        let (low, mid, high) = (value("5"), value("50"), value("150"));
+        let snapshot = Snapshot::from_entries([
+            entry("refused", &[("m:node_metric", low.as_str())]),
+            entry("fine", &[("m:node_metric", mid.as_str())]),
+            entry("labelled", &[("m:node_metric", high.as_str())]),
+            entry("silent", &[]),
+        ]);
+        let v = page_json(&snapshot, &policies, &settings(), no_activity(), NOW_MS);
+        let states: BTreeMap<&str, &str> = v["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| (n["name"].as_str().unwrap(), n["state"].as_str().unwrap()))
+            .collect();
+        assert_eq!(
+            states,
+            BTreeMap::from([
+                ("fine", "fine"),
+                ("labelled", "labelled"),
+                ("refused", "refused"),
+                ("silent", "stale"),
+            ]),
+            "{v}"
+        );
+        let refused = &v["nodes"][2];
+        assert_eq!(
+            refused["stateReasons"],
+            json!([
+                "policy health-metric-demo/scheduling-policy dontschedule: node_metric LessThan 10 (value 5)"
+            ])
+        );
+        assert_eq!(v["scales"]["node_metric"]["worse"], "low", "{v}");
     }
 
     #[test]
