@@ -9,6 +9,8 @@ use telemesh_core::cli::{CommonArgs, GossipArgs, RewardModelArgs, parse_duration
 use telemesh_core::policy::Unknown;
 use telemesh_core::reward::{RewardModel, SignalSettings};
 
+use crate::label_cleanup::LabelCleanup;
+
 /// `telemesh-agent` flags.
 #[derive(Debug, Clone, clap::Parser)]
 #[command(
@@ -82,6 +84,13 @@ pub struct Cli {
     /// makes the scheduler requeue every unschedulable pod).
     #[arg(long, env = "TELEMESH_RECOVERY_SIGNAL_MIN_INTERVAL", default_value = "30s", value_parser = parse_duration)]
     pub recovery_signal_min_interval: Duration,
+    /// Which policy labels the agent removes from its Node. `tas`, as TAS: every label in
+    /// TAS's namespace (`telemetry.aware.scheduling.*`, and the `<policy>` key of deschedule
+    /// policies) that no current policy sets on this node, whoever wrote it (TAS's leftovers,
+    /// labels set by hand). `own`: only the labels this agent applied, for clusters where
+    /// another tool writes in that namespace.
+    #[arg(long, env = "TELEMESH_LABEL_CLEANUP", value_enum, default_value_t = LabelCleanup::Tas)]
+    pub label_cleanup: LabelCleanup,
     /// Evict this node's pods linked to a violated deschedule policy. Turn off when the
     /// Kubernetes descheduler acts on the `<policy>=violating` labels instead.
     #[arg(long, env = "TELEMESH_LOCAL_EVICTION", default_value_t = true, action = clap::ArgAction::Set)]
@@ -214,6 +223,8 @@ pub struct PolicyConfig {
     pub unknown: Unknown,
     /// Own readings older than this are unknown.
     pub stale_after: Duration,
+    /// Which labels the agent removes from its Node.
+    pub label_cleanup: LabelCleanup,
     /// Eviction guards; `None` turns local eviction off (labels only).
     pub eviction: Option<EvictionConfig>,
     /// When the recovery signal is written.
@@ -321,6 +332,7 @@ impl TryFrom<Cli> for Config {
                 interval: cli.policy_interval,
                 unknown: cli.unknown_metrics,
                 stale_after: cli.stale_after,
+                label_cleanup: cli.label_cleanup,
                 recovery: crate::recovery::RecoveryConfig {
                     delay: cli.recovery_signal_delay,
                     min_interval: cli.recovery_signal_min_interval,
@@ -382,6 +394,22 @@ mod tests {
         assert_eq!(config.gossip.seeds.len(), 2);
         assert_eq!(config.gossip.advertise, None);
         assert!(config.quic.is_none());
+        assert_eq!(
+            config.policy.label_cleanup,
+            LabelCleanup::Tas,
+            "TAS's clean-up by default"
+        );
+        let own = Cli::try_parse_from([
+            "telemesh-agent",
+            "--node-name=n1",
+            "--insecure-gossip",
+            "--label-cleanup=own",
+        ])
+        .unwrap();
+        assert_eq!(
+            Config::try_from(own).unwrap().policy.label_cleanup,
+            LabelCleanup::Own
+        );
     }
 
     #[test]

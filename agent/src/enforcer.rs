@@ -18,6 +18,11 @@
 //! computes the same list, so late writers find it done. Every patch goes through
 //! [`crate::scope::status_patch`] before it is sent, so no other node's entry is ever written.
 //!
+//! Labels: the agent applies what the policies want (server-side apply, [`crate::labeler`]);
+//! under `--label-cleanup tas` it then removes, whoever wrote them, the labels in TAS's
+//! namespace no current policy sets on its node ([`crate::label_cleanup`]), read from the apply's
+//! answer or from its watch of its own Node ([`crate::node_watch`]).
+//!
 //! Label collisions: `<policy>=violating` is keyed by the bare policy name because the
 //! descheduler's node affinity (`<policy> NotIn [violating]`) and TAS users expect that key. Two
 //! policies with one name in two namespaces therefore share the label, which is set while either
@@ -28,6 +33,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::reflector::Store;
@@ -44,8 +50,10 @@ use tokio_util::sync::CancellationToken;
 use crate::api_backoff::{self, SharedApiBackoff};
 use crate::config::PolicyConfig;
 use crate::evictor::{Outcome, eligibility, truncate};
-use crate::labeler::{LabelChange, Labeler};
+use crate::label_cleanup::{self, LabelCleanup, PolicyNames, Removal};
+use crate::labeler::{LabelChange, Labeler, Removed};
 use crate::metrics::{AgentMetrics, EvictionLabels, LabelWriteLabels};
+use crate::node_watch::{self, OwnNode};
 use crate::policies::Compiled;
 use crate::recovery::RecoverySignal;
 use crate::scope::{self, Refusals};
@@ -72,6 +80,8 @@ pub struct Inputs {
     pub samples: LatestSamples,
     /// The gossip member, for `v:` keys (None once shut down).
     pub gossip: crate::shared::SharedGossip,
+    /// This node's metadata, watched under `--label-cleanup tas` ([`crate::node_watch`]).
+    pub own_node: Option<OwnNode>,
     /// Settings.
     pub config: PolicyConfig,
     /// Metrics.
@@ -193,6 +203,7 @@ pub async fn run(inputs: Inputs, stop: CancellationToken) {
         pods,
         samples,
         gossip,
+        own_node,
         config,
         metrics,
     } = inputs;
@@ -215,6 +226,7 @@ pub async fn run(inputs: Inputs, stop: CancellationToken) {
     let mut gossiped: BTreeMap<String, String> = BTreeMap::new();
     let mut violating_since: HashMap<String, Instant> = HashMap::new();
     let mut label_reasons: BTreeMap<String, String> = BTreeMap::new();
+    let mut names = PolicyNames::default();
 
     if policies.wait_until_ready().await.is_err() {
         return;
@@ -237,6 +249,7 @@ pub async fn run(inputs: Inputs, stop: CancellationToken) {
         };
         let now = Instant::now();
         let current = compiled.refresh(&policies);
+        names.observe(current.iter().map(|(raw, _)| raw.as_ref()));
 
         let mut desired: BTreeMap<String, String> = BTreeMap::new();
         let mut reasons: BTreeMap<String, String> = BTreeMap::new();
@@ -316,26 +329,52 @@ pub async fn run(inputs: Inputs, stop: CancellationToken) {
             };
             let result = labeler.sync(&desired).await;
             writes.note(&result, sent, "writing policy labels");
-            match result {
-                Ok(change) if !change.is_empty() => {
-                    record_label_events(&recorder, &node_ref, &change, &reasons, &label_reasons)
-                        .await;
-                    metrics
-                        .labels_written
-                        .get_or_create(&LabelWriteLabels {
-                            action: "set".into(),
-                        })
-                        .inc_by(change.set.len() as u64);
-                    metrics
-                        .labels_written
-                        .get_or_create(&LabelWriteLabels {
-                            action: "removed".into(),
-                        })
-                        .inc_by(change.removed.len() as u64);
-                    label_reasons = reasons;
+            if let Ok(synced) = result {
+                let mut change = synced.change;
+                let mut cleaned = Vec::new();
+                if config.label_cleanup == LabelCleanup::Tas && writes.open() {
+                    // The apply's answer is fresher than the watch.
+                    let node = synced
+                        .node
+                        .or_else(|| own_node.as_ref().and_then(node_watch::current));
+                    if let Some(node) = node {
+                        let (sent, result) = clean_up(&labeler, node, &desired, &names).await;
+                        writes.note(&result, sent, "removing stale policy labels");
+                        if let Ok(removed) = result {
+                            names.settle(&removed.node.labels.unwrap_or_default());
+                            cleaned = removed.removed;
+                        }
+                    }
                 }
-                Ok(_) => label_reasons = reasons,
-                Err(_) => {}
+                // Under `tas` a label the apply released is the clean-up's: removed above and
+                // told as such, or, if that failed, removed and told at a later pass.
+                if config.label_cleanup == LabelCleanup::Tas {
+                    change.kept.clear();
+                }
+                if !change.is_empty() || !cleaned.is_empty() {
+                    record_label_events(
+                        &recorder,
+                        &node_ref,
+                        &change,
+                        &cleaned,
+                        &reasons,
+                        &label_reasons,
+                    )
+                    .await;
+                    for (action, n) in [
+                        ("set", change.set.len()),
+                        ("removed", change.removed.len()),
+                        ("cleaned", cleaned.len()),
+                    ] {
+                        metrics
+                            .labels_written
+                            .get_or_create(&LabelWriteLabels {
+                                action: action.into(),
+                            })
+                            .inc_by(n as u64);
+                    }
+                }
+                label_reasons = reasons;
             }
         }
         if announce {
@@ -532,34 +571,98 @@ pub fn status_patch(
     patch
 }
 
+/// Removes from this Node the labels in TAS's namespace that no current policy sets
+/// ([`label_cleanup::stale`], decided on `node`, the Node's metadata now); with nothing to
+/// remove, sends nothing and answers `node` itself.
+async fn clean_up(
+    labeler: &Labeler,
+    node: ObjectMeta,
+    desired: &BTreeMap<String, String>,
+    names: &PolicyNames,
+) -> (Sent, Result<Removed, kube::Error>) {
+    let decide = |meta: &ObjectMeta| {
+        let labels = meta.labels.clone().unwrap_or_default();
+        label_cleanup::stale(&labels, desired, names, LabelCleanup::Tas)
+    };
+    let removals = decide(&node);
+    if removals.is_empty() {
+        let nothing = Removed {
+            removed: Vec::new(),
+            node,
+        };
+        return (Sent::Nothing, Ok(nothing));
+    }
+    (Sent::Answered, labeler.remove(removals, node, decide).await)
+}
+
 async fn record_label_events(
     recorder: &Recorder,
     node: &ObjectReference,
     change: &LabelChange,
+    cleaned: &[Removal],
     reasons: &BTreeMap<String, String>,
     previous: &BTreeMap<String, String>,
 ) {
     let mut events = Vec::new();
+    let no_longer = |k: &str| {
+        previous
+            .get(k)
+            .map(|r| format!("no longer true ({r})"))
+            .unwrap_or_else(|| "no longer true or its policy was deleted".into())
+    };
     for (k, v) in &change.set {
         let why = reasons
             .get(k)
             .map(String::as_str)
             .unwrap_or("policy violated");
-        events.push(("TelemetryLabelSet", format!("label {k}={v} set: {why}")));
+        events.push((
+            k.as_str(),
+            "TelemetryLabelSet",
+            format!("label {k}={v} set: {why}"),
+        ));
     }
     for k in &change.removed {
-        let why = previous
-            .get(k)
-            .map(|r| format!("no longer true ({r})"))
-            .unwrap_or_else(|| "no longer true or its policy was deleted".into());
-        events.push(("TelemetryLabelRemoved", format!("label {k} removed: {why}")));
+        let why = no_longer(k);
+        events.push((
+            k.as_str(),
+            "TelemetryLabelRemoved",
+            format!("label {k} removed: {why}"),
+        ));
     }
-    for (reason, note) in events {
+    for r in cleaned {
+        let by = if r.written_by.is_empty() {
+            String::new()
+        } else {
+            format!("; set by {}", r.written_by.join(", "))
+        };
+        events.push((
+            r.key.as_str(),
+            "TelemetryLabelRemoved",
+            format!(
+                "label {}={} removed: {}{by} (--label-cleanup=tas removes TAS's labels whoever wrote them)",
+                r.key, r.value, r.why
+            ),
+        ));
+    }
+    for (k, v) in &change.kept {
+        let why = no_longer(k);
+        events.push((
+            k.as_str(),
+            "TelemetryLabelLeft",
+            format!(
+                "label {k}={v} no longer set by this agent ({why}) but left on the node: another field manager set it too, and --label-cleanup=own removes only labels the agent alone wrote"
+            ),
+        ));
+    }
+    for (key, reason, note) in events {
         let event = Event {
             type_: EventType::Normal,
             reason: reason.into(),
             note: Some(truncate(&note, 1000)),
-            action: "Label".into(),
+            // kube's Recorder folds events of one action and reason into one Event's series,
+            // keeping the first note: naming the label keeps each label's event its own, and
+            // a repeat of the same one counts in its series (action is at most 128 bytes).
+            action: truncate(&format!("Label {key}"), 128),
             secondary: None,
         };
         if let Err(e) = recorder.publish(&event, node).await {

@@ -1,5 +1,5 @@
 //! Starting and stopping an agent: [`start`] lists the agent's tasks (gossip member, pod and
-//! policy watches, policy enforcer, reward loop, QUIC and HTTP servers, collection loop); the
+//! policy watches, the own Node's watch under `--label-cleanup tas`, policy enforcer, reward loop, QUIC and HTTP servers, collection loop); the
 //! functions below it set each one up.
 
 use std::net::SocketAddr;
@@ -108,6 +108,11 @@ pub async fn start(config: Config, stop: CancellationToken) -> anyhow::Result<Ag
     // Writes go through a client that does not retry within a call, behind one backoff.
     let writes = crate::shared::write_client(config.kubeconfig.as_deref(), &user_agent).await?;
     let backoff = crate::api_backoff::SharedApiBackoff::default();
+    // The Node's labels for TAS's clean-up, which removes labels the agent did not write.
+    let own_node =
+        (config.policy.label_cleanup == crate::label_cleanup::LabelCleanup::Tas).then(|| {
+            crate::node_watch::watch_own_node(client.clone(), &config.node_name, stop.child_token())
+        });
     let evictor = crate::shared::evictor(
         &writes,
         &config.node_name,
@@ -126,6 +131,7 @@ pub async fn start(config: Config, stop: CancellationToken) -> anyhow::Result<Ag
             pods: pods.clone(),
             samples: latest_samples.clone(),
             gossip: gossip.clone(),
+            own_node,
             config: config.policy.clone(),
             metrics: metrics.clone(),
         },

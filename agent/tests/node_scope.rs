@@ -6,6 +6,8 @@
 //! (sim-node-0):
 //!
 //! - Node A is written (by the agent's own labeler), Node B is refused with the policy's message;
+//! - the label clean-up's JSON patch removes another manager's label from A, seen through the
+//!   agent's watch of its own Node (RBAC's list and watch), and is refused on B;
 //! - A's entry of a TASPolicy status is written, B's entry is refused (changed or removed);
 //! - a pod on A is evicted; a pod on B is refused by the agent's evictor without a request: a
 //!   policy cannot see the pod of an eviction (kube-apiserver hands it the Eviction, and so does
@@ -13,7 +15,7 @@
 //! - what RBAC refuses besides: reading a pod, and creating a Node by applying one that does
 //!   not exist (the agent may patch Nodes, not create them).
 //!
-//! A token of the same service account bound to no Pod is refused all three writes; another
+//! A token of the same service account bound to no Pod is refused every write; another
 //! service account with the agent's very RBAC is not the agent, and the policy leaves it alone.
 //!
 //! On sim the tokens are sim's table (`UserInfo::bound_to_pod` stands for the bound token); on
@@ -34,12 +36,15 @@ use k8s_openapi::api::authorization::v1::SubjectAccessReview;
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DynamicObject, EvictParams, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, Status};
 use serde_json::{Value, json};
 use telemesh_agent::config::EvictionConfig;
 use telemesh_agent::evictor::{Evictor, Outcome};
+use telemesh_agent::label_cleanup::{self, LabelCleanup, PolicyNames, Removal, Why};
 use telemesh_agent::labeler::Labeler;
+use telemesh_agent::node_watch::{self, watch_own_node};
 use telemesh_agent::scope::Refusals;
 use telemesh_core::policy::TASPolicy;
 use telemesh_core::policy::crd::CRD_YAML;
@@ -113,6 +118,18 @@ fn unauthorized(verb: &str, kind: &str, name: &str, scope: &str) -> Status {
         "message": format!("{kind} \"{name}\" is forbidden: User \"{user}\" cannot {verb} resource \"{kind}\" in API group \"\" {scope}"),
         "details": {"name": name, "kind": kind},
     }))
+}
+
+/// A label in TAS's namespace that no policy sets, written by another manager.
+const STALE: &str = "telemetry.aware.scheduling.gone/x";
+
+fn has_label(meta: &ObjectMeta, key: &str) -> bool {
+    meta.labels.as_ref().is_some_and(|l| l.contains_key(key))
+}
+
+/// The agent's clean-up patch for `removals`, as [`Labeler::remove`] sends it.
+fn cleanup_patch(removals: &[Removal]) -> Patch<()> {
+    Patch::Json(serde_json::from_value(label_cleanup::removal_patch(removals)).unwrap())
 }
 
 fn status(v: Value) -> Status {
@@ -519,6 +536,73 @@ async fn token_for_node_a_is_refused_on_node_b(cluster: Cluster) {
             .contains_key("scheduling-policy")
     );
 
+    // TAS's clean-up (`--label-cleanup tas`): the agent watches its own Node's metadata, and
+    // its JSON patch removes from A a label another manager wrote in TAS's namespace; the same
+    // patch to B is refused, and B keeps its label.
+    let admin_nodes: Api<Node> = Api::all(cluster.admin.clone());
+    let as_kubectl = PatchParams {
+        field_manager: Some("kubectl".into()),
+        ..PatchParams::default()
+    };
+    let stale_label = json!({"metadata": {"labels": {STALE: "y"}}});
+    for node in [NODE_A, NODE_B] {
+        admin_nodes
+            .patch(node, &as_kubectl, &Patch::Merge(&stale_label))
+            .await
+            .unwrap();
+    }
+    let stop = tokio_util::sync::CancellationToken::new();
+    let own = watch_own_node(on_a.clone(), NODE_A, stop.clone());
+    let seen = eventually("A's metadata through the agent's watch", WAIT, || {
+        let own = own.clone();
+        async move { node_watch::current(&own).filter(|m| has_label(m, STALE)) }
+    })
+    .await;
+    stop.cancel();
+    let desired = BTreeMap::from([("scheduling-policy".to_owned(), "violating".to_owned())]);
+    let decide = |meta: &ObjectMeta| {
+        let labels = meta.labels.clone().unwrap_or_default();
+        label_cleanup::stale(
+            &labels,
+            &desired,
+            &PolicyNames::default(),
+            LabelCleanup::Tas,
+        )
+    };
+    let removals = decide(&seen);
+    assert_eq!(
+        removals.iter().map(|r| r.key.as_str()).collect::<Vec<_>>(),
+        [STALE]
+    );
+    let removed = labeler
+        .remove(removals.clone(), seen, decide)
+        .await
+        .unwrap();
+    assert_eq!(removed.removed.len(), 1);
+    assert_eq!(removed.removed[0].written_by, ["kubectl"]);
+    let a = admin_nodes.get_metadata(NODE_A).await.unwrap().metadata;
+    assert!(!has_label(&a, STALE), "{a:?}");
+    assert_eq!(
+        a.labels.unwrap_or_default()["scheduling-policy"],
+        "violating",
+        "the agent's own label stays"
+    );
+    let e = nodes
+        .patch(NODE_B, &PatchParams::default(), &cleanup_patch(&removals))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        refusal(e),
+        denied(
+            "nodes",
+            "",
+            NODE_B,
+            &format!("the agent on node {NODE_A} may write its own Node only, not {NODE_B}")
+        )
+    );
+    let b = admin_nodes.get_metadata(NODE_B).await.unwrap().metadata;
+    assert!(has_label(&b, STALE), "{b:?}");
+
     // What RBAC refuses besides the policy: the agent lists and watches pods but reads none
     // alone, and an apply that would create a Node needs `create`, which it lacks.
     let e = Api::<Pod>::namespaced(on_a.clone(), NS)
@@ -670,6 +754,29 @@ async fn unbound_token_is_refused_and_other_users_are_not_the_agent(cluster: Clu
 
     let e = Labeler::new(Api::all(unbound.clone()), NODE_A)
         .sync(&BTreeMap::from([("p".to_owned(), "violating".to_owned())]))
+        .await
+        .unwrap_err();
+    assert_eq!(refusal(e), denied("nodes", "", NODE_A, no_node));
+    // The clean-up's patch, of a label that is there (a failed test would refuse it first).
+    Api::<Node>::all(cluster.admin.clone())
+        .patch(
+            NODE_A,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"p": "violating"}}})),
+        )
+        .await
+        .unwrap();
+    let e = Api::<Node>::all(unbound.clone())
+        .patch(
+            NODE_A,
+            &PatchParams::default(),
+            &cleanup_patch(&[Removal {
+                key: "p".into(),
+                value: "violating".into(),
+                why: Why::NotViolated { policy: "p".into() },
+                written_by: Vec::new(),
+            }]),
+        )
         .await
         .unwrap_err();
     assert_eq!(refusal(e), denied("nodes", "", NODE_A, no_node));

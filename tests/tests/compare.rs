@@ -7,6 +7,10 @@
 //!   reason, field path and message are the same.
 //! - Eviction: a running pod evicted through `pods/eviction` is marked `DisruptionTarget`
 //!   (reason `EvictionByEvictionAPI`) and deleted gracefully, on both.
+//! - Node label patches with preconditions, as the agent's label clean-up sends them: a JSON
+//!   patch whose `test` fails (or names a label that is not there) is refused whole with the
+//!   same 422, one whose tests hold removes the labels, and a merge patch with a stale
+//!   resourceVersion is the same 409.
 //!
 //! Skipped, saying so, when the control plane's binaries are absent.
 #![allow(clippy::unwrap_used)]
@@ -509,4 +513,111 @@ async fn eviction_marks_the_pod_as_kube_apiserver_does() {
         "{upstream}"
     );
     assert_eq!(ours, upstream, "sim evicts otherwise than kube-apiserver");
+}
+
+/// The label writes of an agent's clean-up (agent/src/label_cleanup.rs) and the preconditions
+/// they rely on, in order on Node `sim-node-0`: what each answers, and the labels after it.
+fn label_patches() -> Vec<Call> {
+    let node = "/api/v1/nodes/sim-node-0".to_owned();
+    let json_patch = |what, body| Call {
+        what,
+        method: http::Method::PATCH,
+        path: format!("{node}?fieldManager=telemesh-agent"),
+        content_type: "application/json-patch+json",
+        body,
+    };
+    let merge = |what, body| Call {
+        what,
+        method: http::Method::PATCH,
+        path: format!("{node}?fieldManager=kubectl"),
+        content_type: "application/merge-patch+json",
+        body,
+    };
+    let key = "/metadata/labels/telemetry.aware.scheduling.p~1k";
+    vec![
+        merge(
+            "labels set by another manager",
+            json!({"metadata": {"labels": {"telemetry.aware.scheduling.p/k": "1", "p": "violating"}}}),
+        ),
+        json_patch(
+            "a removal whose test finds another value",
+            json!([{"op": "test", "path": key, "value": "2"}, {"op": "remove", "path": key},
+                   {"op": "test", "path": "/metadata/labels/p", "value": "violating"},
+                   {"op": "remove", "path": "/metadata/labels/p"}]),
+        ),
+        json_patch(
+            "a removal of a label that is not there",
+            json!([{"op": "test", "path": "/metadata/labels/gone", "value": "x"},
+                   {"op": "remove", "path": "/metadata/labels/gone"}]),
+        ),
+        json_patch(
+            "a removal whose tests hold",
+            json!([{"op": "test", "path": key, "value": "1"}, {"op": "remove", "path": key},
+                   {"op": "test", "path": "/metadata/labels/p", "value": "violating"},
+                   {"op": "remove", "path": "/metadata/labels/p"}]),
+        ),
+        merge(
+            "a merge patch with a stale resourceVersion",
+            json!({"metadata": {"resourceVersion": "1", "labels": {"team": null}}}),
+        ),
+    ]
+}
+
+/// Each call's answer (the refusal, or acceptance) and the labels of TAS's namespace after it.
+async fn patch_labels(client: &Client) -> Vec<Value> {
+    let mut out = Vec::new();
+    for call in label_patches() {
+        let answer = refusal(
+            send(
+                client,
+                call.method.clone(),
+                &call.path,
+                call.content_type,
+                &call.body,
+            )
+            .await,
+        );
+        let node = send(
+            client,
+            http::Method::GET,
+            "/api/v1/nodes/sim-node-0",
+            "application/json",
+            &Value::Null,
+        )
+        .await
+        .unwrap();
+        let labels: serde_json::Map<String, Value> = node["metadata"]["labels"]
+            .as_object()
+            .cloned()
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|(k, _)| k == "p" || k.starts_with("telemetry.aware.scheduling."))
+            .collect();
+        out.push(json!({"what": call.what, "answer": answer, "labels": labels}));
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_label_patches_with_preconditions_are_answered_as_kube_apiserver_does() {
+    let test = "node_label_patches_with_preconditions_are_answered_as_kube_apiserver_does";
+    let Some(real) = RealEnv::start(test, 1).await else {
+        return;
+    };
+    let sim = SimEnv::start(1).await;
+    let (real, sim) = (real.client().await, sim.client().await);
+    let (upstream, ours) = tokio::join!(patch_labels(&real), patch_labels(&sim));
+    // What the clean-up relies on: a failed test refuses the whole patch (422), nothing
+    // removed; a holding one removes both labels; a stale resourceVersion is a 409.
+    assert_eq!(upstream[1]["answer"]["code"], 422, "{upstream:#?}");
+    assert_eq!(
+        upstream[1]["labels"], upstream[0]["labels"],
+        "{upstream:#?}"
+    );
+    assert_eq!(upstream[3]["answer"], json!({"accepted": "sim-node-0"}));
+    assert_eq!(upstream[3]["labels"], json!({}), "{upstream:#?}");
+    assert_eq!(upstream[4]["answer"]["code"], 409, "{upstream:#?}");
+    for (u, o) in upstream.iter().zip(&ours) {
+        assert_eq!(o, u, "sim answers otherwise than kube-apiserver");
+    }
 }

@@ -331,7 +331,7 @@ async fn chart_values_render_what_they_promise() {
     let all = json!({
         "quic": {"tlsSecret": "agent-quic", "coordinatorTlsSecret": "coordinator-quic"},
         "extender": {"tlsSecret": "extender-tls", "clientCASecret": "scheduler-ca"},
-        "agent": {"textfileDir": "/var/lib/node_exporter/textfile_collector", "localEviction": false, "extraArgs": ["--eviction-dry-run"]},
+        "agent": {"textfileDir": "/var/lib/node_exporter/textfile_collector", "localEviction": false, "labelCleanup": "own", "extraArgs": ["--eviction-dry-run"]},
         "gossip": {"existingSecret": "my-gossip"},
     });
     for overrides in [json!({}), all.clone()] {
@@ -510,9 +510,19 @@ async fn chart_values_render_what_they_promise() {
                     .any(|v| v["hostPath"]["path"] == dir),
                 "{dir} is not a hostPath volume"
             );
-            for a in ["--local-eviction=false", "--eviction-dry-run"] {
+            for a in [
+                "--local-eviction=false",
+                "--eviction-dry-run",
+                "--label-cleanup=own",
+            ] {
                 assert!(agent_args.as_array().unwrap().contains(&json!(a)), "{a}");
             }
+            // The conservative clean-up reads no Node but its own, by get: no list, no watch.
+            assert_eq!(
+                node_verbs(&docs),
+                ["get", "patch"],
+                "agent.labelCleanup=own still lists Nodes"
+            );
             // No local eviction: the agent may not evict at all, and the node-scope policy
             // has no eviction to watch.
             let role = find(&docs, "ClusterRole", "telemesh-agent");
@@ -539,6 +549,9 @@ async fn chart_values_render_what_they_promise() {
             for f in ["--quic-ca", "--extender-cert", "--extender-client-ca"] {
                 assert_eq!(flag(coord_args, f), None, "{f}");
             }
+            // TAS's clean-up by default, with the watch of its own Node it needs.
+            assert_eq!(flag(agent_args, "--label-cleanup"), Some("tas"));
+            assert_eq!(node_verbs(&docs), ["get", "list", "watch", "patch"]);
         }
     }
 
@@ -563,6 +576,23 @@ async fn chart_values_render_what_they_promise() {
     assert_eq!(flag(&args, "--scavenger-check-secrets"), Some("true"));
     assert_eq!(flag(&args, "--scavenger-threshold"), Some("0.5"));
     assert_eq!(flag(&args, "--scavenger-use"), Some("both"));
+}
+
+/// The verbs the agent's ClusterRole grants on Nodes.
+fn node_verbs(docs: &[chart::Doc]) -> Vec<String> {
+    let role = find(docs, "ClusterRole", "telemesh-agent");
+    let rule = role["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["resources"] == json!(["nodes"]))
+        .unwrap();
+    rule["verbs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap().to_owned())
+        .collect()
 }
 
 /// Returns the pod template holding `spec` (the DaemonSet's or the Deployment's).

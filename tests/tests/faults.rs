@@ -384,13 +384,14 @@ async fn a_throttling_api_server_is_waited_out_by_every_client_and_labels_and_ev
         let after = faults.clients();
         let window = started.elapsed();
         // A client that waits Retry-After sends at most one request per loop per
-        // Retry-After, and a first one: an agent has three loops that call (the pod and the
-        // policy watches, the policy loop), a coordinator six (two watches, the Lease, and
-        // the leader's executor, placements and ScavengerJob controller).
+        // Retry-After, and a first one: an agent has four loops that call (the pod, policy
+        // and own-Node watches, the policy loop; the Node watch is for `--label-cleanup tas`,
+        // the default), a coordinator six (two watches, the Lease, and the leader's executor,
+        // placements and ScavengerJob controller).
         let mut hammering = Vec::new();
         for (client, (counts, rate)) in rates(&before, &after, window) {
             let loops = if client.starts_with("telemesh-agent") {
-                3.0
+                4.0
             } else {
                 6.0
             };

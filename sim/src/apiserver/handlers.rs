@@ -1146,7 +1146,7 @@ pub fn patch_object(
         let now = lifecycle::now();
         let mut new = match ty {
             PatchType::Merge => patch::merge_patch(&old, body),
-            PatchType::Json => patch::json_patch(&old, body).map_err(patch_error)?,
+            PatchType::Json => patch::json_patch(&old, body).map_err(json_patch_error)?,
             PatchType::Strategic => {
                 patch::strategic_merge_patch(&old, body, &*meta).map_err(patch_error)?
             }
@@ -1188,6 +1188,24 @@ pub fn patch_object(
         commit_update(server, txn, def, &k, &cur, new, sub, &write_opts).map(|(s, _)| s)
     })?;
     Ok((StatusCode::OK, stored))
+}
+
+/// kube-apiserver's message for a JSON patch that does not apply.
+pub const JSON_PATCH_REFUSED: &str =
+    "the server rejected our request due to an error in our request";
+
+/// The error of a JSON patch: kube-apiserver answers every one that does not apply (a failed
+/// `test`, a path that is not there, an unknown `op`) with one generic 422, an empty `details`
+/// and not the JSON patch library's reason (`NewGenericServerResponse`); sim logs that reason at
+/// debug. Checked against kube-apiserver by tests/tests/compare.rs.
+pub(super) fn json_patch_error(e: patch::PatchError) -> ApiError {
+    match e {
+        patch::PatchError::Invalid(why) => {
+            tracing::debug!(reason = %why, "a JSON patch does not apply");
+            ApiError::new(422, "Invalid", JSON_PATCH_REFUSED).with_details(json!({}))
+        }
+        other => patch_error(other),
+    }
 }
 
 fn patch_error(e: patch::PatchError) -> ApiError {

@@ -540,7 +540,9 @@ pub fn merge_patch(target: &Value, patch: &Value) -> Value {
 /// Returns `target` with an RFC 6902 JSON patch applied.
 ///
 /// A patch that is not an array of objects is a 400; an operation that does not apply (a failed
-/// `test`, a missing path, an unknown `op`) is a 422, as the API server answers.
+/// `test`, a missing path, an unknown `op`) is a 422, as the API server answers (which says only
+/// `the server rejected our request ...`: `handlers::json_patch_error`; the reason here is for
+/// logs).
 pub fn json_patch(target: &Value, patch: &Value) -> Result<Value, PatchError> {
     let Some(ops) = patch.as_array() else {
         return Err(bad(format!(

@@ -611,8 +611,7 @@ pub fn patch_scale(
         ns,
         name,
         |cur| match ty {
-            PatchType::Json => patch::json_patch(&cur, body)
-                .map_err(|e| ApiError::new(e.http_status(), e.reason(), e.to_string())),
+            PatchType::Json => patch::json_patch(&cur, body).map_err(handlers::json_patch_error),
             _ => Ok(patch::merge_patch(&cur, body)),
         },
         opts,
