@@ -10,6 +10,12 @@
 //! - A scavenger whose pod fails on its own goes Failed; one whose PVC and ConfigMap are missing
 //!   goes Failed naming both; one no node can take is given up after the unschedulable timeout
 //!   and waits again, not counted as interrupted (sim's scheduler stand-in places the pods).
+//! - A run whose pods are placed but cannot start is given up after the start timeout: for good
+//!   when the kubelet's reason cannot clear by itself (an image name that does not parse), its
+//!   room then going to the job waiting behind it; else the job waits for another turn (an image
+//!   the registry refuses, a Secret volume that is missing with the Secret check off) and runs
+//!   once the cause is gone, while a running run is never given up. The same runs on a real
+//!   control plane; sim's kubelet stand-ins play the pods that cannot start.
 //! - Only the replica holding the leader Lease runs the controller; when it dies, its successor
 //!   carries on from the ScavengerJobs' status (an interruption meanwhile counted once).
 //! - The CRD's schema refuses what it promises to refuse, and the shipped and documented
@@ -60,6 +66,12 @@ async fn start_replicas(
     unschedulable_timeout: &str,
     replicas: usize,
 ) -> (SimEnv, ClusterParts, Mesh, Client) {
+    let timeout = format!("--scavenger-unschedulable-timeout={unschedulable_timeout}");
+    start_with(&[&timeout], replicas).await
+}
+
+/// [`start`] with `replicas` coordinators given `flags` besides [`COORDINATOR_ARGS`].
+async fn start_with(flags: &[&str], replicas: usize) -> (SimEnv, ClusterParts, Mesh, Client) {
     telemesh_core::telemetry::init(telemesh_core::cli::LogFormat::Text, "warn");
     let env = SimEnv::start(NODES.len()).await;
     let parts = ClusterParts::start(&env, NODES.len()).await;
@@ -70,7 +82,7 @@ async fn start_replicas(
         .create(&PostParams::default(), &ns)
         .await
         .unwrap();
-    let mesh = start_mesh(&env, unschedulable_timeout, replicas).await;
+    let mesh = start_mesh(&env, flags, replicas).await;
     (env, parts, mesh, client)
 }
 
@@ -82,13 +94,23 @@ async fn start_real(
     unschedulable_timeout: &str,
     replicas: usize,
 ) -> Option<(RealEnv, Mesh, Client)> {
+    let timeout = format!("--scavenger-unschedulable-timeout={unschedulable_timeout}");
+    start_real_with(test, &[&timeout], replicas).await
+}
+
+/// [`start_real`] with coordinator `flags` besides [`COORDINATOR_ARGS`].
+async fn start_real_with(
+    test: &str,
+    flags: &[&str],
+    replicas: usize,
+) -> Option<(RealEnv, Mesh, Client)> {
     let env = RealEnv::start(test, NODES.len()).await?;
     // After the start: kube-apiserver's readiness polling logs failures meanwhile.
     telemesh_core::telemetry::init(telemesh_core::cli::LogFormat::Text, "warn");
     let client = env.client().await;
     install(&client).await;
     env.create_namespace(NS).await;
-    let mesh = start_mesh(&env, unschedulable_timeout, replicas).await;
+    let mesh = start_mesh(&env, flags, replicas).await;
     Some((env, mesh, client))
 }
 
@@ -114,12 +136,12 @@ async fn install(client: &Client) {
     .await;
 }
 
-/// An agent per node and `replicas` coordinators against `env`.
-async fn start_mesh(env: &impl MeshEnv, unschedulable_timeout: &str, replicas: usize) -> Mesh {
+/// An agent per node and `replicas` coordinators against `env`, given [`COORDINATOR_ARGS`] and
+/// `flags`.
+async fn start_mesh(env: &impl MeshEnv, flags: &[&str], replicas: usize) -> Mesh {
     let nodes: Vec<(&str, &str)> = NODES.iter().map(|n| (*n, "node_metric 1\n")).collect();
-    let timeout = format!("--scavenger-unschedulable-timeout={unschedulable_timeout}");
     let mut args = COORDINATOR_ARGS.to_vec();
-    args.push(&timeout);
+    args.extend_from_slice(flags);
     let mesh = Mesh::start_with(env, &nodes, &[], &args, replicas).await;
     // Not a test of pressure eviction (agent/tests/scavengers.rs is): no agent evicts a scavenger.
     mesh.calm_pressure();
@@ -599,6 +621,203 @@ async fn a_failing_scavenger_fails_a_missing_pvc_is_named_and_an_unplaceable_one
         .then_some(())
     })
     .await;
+}
+
+/// The start-timeout tests' coordinator flags: runs given up 2 s after a pod was placed without
+/// starting, Secrets not checked before a start (the chart's default), the unschedulable timeout
+/// out of the way.
+const START_FLAGS: [&str; 3] = [
+    "--scavenger-start-timeout=2s",
+    "--scavenger-check-secrets=false",
+    "--scavenger-unschedulable-timeout=60s",
+];
+const START_TIMEOUT: Duration = Duration::from_secs(2);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_whose_pods_cannot_start_are_given_up_after_the_start_timeout() {
+    let (env, parts, mesh, client) = start_with(&START_FLAGS, 1).await;
+    parts
+        .start_scheduler(&env, &mesh.coordinators[0].url_prefix())
+        .await;
+    cannot_start(&client).await;
+}
+
+/// [`runs_whose_pods_cannot_start_are_given_up_after_the_start_timeout`] on a real control
+/// plane: kube-apiserver binds the pods, kube-controller-manager's Job controller and garbage
+/// collector make and remove them, and the kubelet stand-ins finish the given-up pods, which never
+/// started (`ContainerStatusUnknown`), as a kubelet does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_whose_pods_cannot_start_are_given_up_on_a_real_control_plane() {
+    let Some((mut env, mesh, client)) = start_real_with(
+        "runs_whose_pods_cannot_start_are_given_up_on_a_real_control_plane",
+        &START_FLAGS,
+        1,
+    )
+    .await
+    else {
+        return;
+    };
+    env.start_scheduler(&mesh.coordinators[0].url_prefix(), true);
+    cannot_start(&client).await;
+}
+
+/// Pods placed that cannot start, as the kubelet (stand-in) reports them, under a 2 s start
+/// timeout:
+/// - `misspelt`'s image name does not parse (InvalidImageName): Failed, with the kubelet's word in
+///   its message and a Failed Event; its 10 CPUs go to `next`, which waited behind it (10 + 8 of
+///   24 CPUs would be 75 %, over the 70 % threshold);
+/// - `unpullable`'s image is refused by the registry (ErrImagePull, ImagePullBackOff) and
+///   `secretless` mounts a Secret that does not exist (ContainerCreating; not checked before the
+///   start): each run is given up with a NotStarted Event and the job gets another turn, never
+///   Failed nor counted as interrupted; once the Secret exists, `secretless` runs;
+/// - `next`, running all along, is never given up.
+async fn cannot_start(client: &Client) {
+    let client = client.clone();
+    scavenger(
+        &client,
+        "misspelt",
+        "5",
+        "1h",
+        json!({"image": "registry.example/Work:1", "parallelism": 2}),
+    )
+    .await;
+    // Behind misspelt in the queue (younger, or as old and later by name).
+    scavenger(&client, "next", "4", "1h", json!({"parallelism": 2})).await;
+    let failed = wait_for(&client, "misspelt", "Failed", |s| s.phase == Phase::Failed).await;
+    for part in [
+        "has not started",
+        "InvalidImageName",
+        "repository name (Work) must be lowercase",
+        "this does not clear by itself: fix it, then create the ScavengerJob anew",
+    ] {
+        assert!(failed.message.contains(part), "{part}: {failed:?}");
+    }
+    assert_eq!(
+        (failed.running_timestamps.len(), failed.interrupted_count),
+        (1, 0),
+        "{failed:?}"
+    );
+    assert!(
+        failed
+            .conditions
+            .iter()
+            .any(|c| c.type_ == "Failed" && c.status == "True")
+    );
+    let note = eventually("a Failed Event on misspelt", WAIT, || async {
+        events(&client, "Failed").await.remove("misspelt")
+    })
+    .await;
+    assert!(note.contains("InvalidImageName"), "{note}");
+    let jobs = Api::<k8s_openapi::api::batch::v1::Job>::namespaced(client.clone(), NS);
+    eventually("misspelt's Job deleted", WAIT, || async {
+        let listed = jobs
+            .list(&ListParams::default().labels(&format!("{JOB_LABEL}=misspelt")))
+            .await
+            .ok()?;
+        listed.items.is_empty().then_some(())
+    })
+    .await;
+    // The room it held goes to next, which could not start beside it.
+    let next = wait_for(&client, "next", "Running", |s| s.phase == Phase::Running).await;
+    let given_up = failed.finished_timestamp.clone().unwrap();
+    assert!(
+        next.running_timestamps[0].0 >= given_up.0,
+        "next started at {:?}, before misspelt gave its room up at {:?}",
+        next.running_timestamps[0],
+        given_up
+    );
+    eventually("next's two pods running", WAIT, || async {
+        (scavenger_pods(&client, "next").await.len() == 2).then_some(())
+    })
+    .await;
+
+    // An image the registry refuses: given up, another turn, and again.
+    scavenger(
+        &client,
+        "unpullable",
+        "100m",
+        "1h",
+        json!({"podMetadata": {"annotations": {
+            "sim.telemesh.io/image-pull": "fail", "sim.telemesh.io/run-for": "1h"
+        }}}),
+    )
+    .await;
+    let note = eventually("a NotStarted Event on unpullable", WAIT, || async {
+        events(&client, "NotStarted").await.remove("unpullable")
+    })
+    .await;
+    assert!(
+        note.contains("ImagePullBackOff") || note.contains("ErrImagePull"),
+        "{note}"
+    );
+    assert!(note.contains("waiting for another turn"), "{note}");
+    let s = wait_for(&client, "unpullable", "given another turn", |s| {
+        s.running_timestamps.len() >= 2
+    })
+    .await;
+    assert_eq!(s.interrupted_count, 0, "{s:?}");
+    assert_ne!(s.phase, Phase::Failed, "{s:?}");
+    Api::<ScavengerJob>::namespaced(client.clone(), NS)
+        .delete("unpullable", &Default::default())
+        .await
+        .unwrap();
+
+    // A Secret volume whose Secret does not exist (not checked before the start): the pods
+    // wait in ContainerCreating, which may clear by itself; it does once the Secret exists.
+    scavenger(
+        &client,
+        "secretless",
+        "100m",
+        "1h",
+        json!({"volumes": [
+            {"name": "token", "mountPath": "/var/token", "secret": {"secretName": "token"}}
+        ]}),
+    )
+    .await;
+    let note = eventually("a NotStarted Event on secretless", WAIT, || async {
+        events(&client, "NotStarted").await.remove("secretless")
+    })
+    .await;
+    assert!(note.contains("ContainerCreating"), "{note}");
+    let s = wait_for(&client, "secretless", "given another turn", |s| {
+        s.running_timestamps.len() >= 2
+    })
+    .await;
+    assert_eq!(s.interrupted_count, 0, "{s:?}");
+    assert_ne!(s.phase, Phase::Failed, "{s:?}");
+    let secret: k8s_openapi::api::core::v1::Secret = serde_json::from_value(json!({
+        "metadata": {"name": "token", "namespace": NS},
+        "stringData": {"token": "t"}
+    }))
+    .unwrap();
+    Api::<k8s_openapi::api::core::v1::Secret>::namespaced(client.clone(), NS)
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap();
+    eventually("secretless's pod running", WAIT, || async {
+        (scavenger_pods(&client, "secretless").await.len() == 1).then_some(())
+    })
+    .await;
+
+    // next ran all along, for longer than the start timeout many times over: never given up.
+    let s = statuses(&client).await.remove("next").unwrap();
+    assert_eq!(
+        (s.phase, s.running_timestamps.len()),
+        (Phase::Running, 1),
+        "{s:?}"
+    );
+    let ran = k8s_openapi::jiff::Timestamp::now().duration_since(s.running_timestamps[0].0);
+    assert!(
+        ran > k8s_openapi::jiff::SignedDuration::try_from(START_TIMEOUT * 2).unwrap(),
+        "next ran {ran:?}"
+    );
+    assert_eq!(scavenger_pods(&client, "next").await.len(), 2);
+    for reason in ["NotStarted", "Failed"] {
+        assert!(
+            !events(&client, reason).await.contains_key("next"),
+            "{reason} on next"
+        );
+    }
 }
 
 /// The replica holding the leader Lease, once one does.

@@ -41,6 +41,14 @@ pub struct ScavengerArgs {
     /// ScavengerJob waits for another turn.
     #[arg(long, env = "TELEMESH_SCAVENGER_UNSCHEDULABLE_TIMEOUT", default_value = "2m", value_parser = parse_duration)]
     pub scavenger_unschedulable_timeout: Duration,
+    /// How long a run's pod may stay placed on a node without starting (its image not pulled,
+    /// its volumes not mounted, its container not configured) before the run is given up: for
+    /// good when the kubelet's reason cannot clear by itself (InvalidImageName,
+    /// CreateContainerConfigError), else the ScavengerJob waits for another turn. Counted from
+    /// when the pod was placed. The default leaves the kubelet's image back-off about five
+    /// attempts and a large image or a slow volume attach time to finish.
+    #[arg(long, env = "TELEMESH_SCAVENGER_START_TIMEOUT", default_value = "5m", value_parser = parse_duration)]
+    pub scavenger_start_timeout: Duration,
     /// How often waiting ScavengerJobs are looked at again for admission.
     #[arg(long, env = "TELEMESH_SCAVENGER_ADMISSION_INTERVAL", default_value = "5s", value_parser = parse_duration)]
     pub scavenger_admission_interval: Duration,
@@ -61,6 +69,8 @@ pub struct Settings {
     pub mode: UseMode,
     /// Unschedulable timeout.
     pub unschedulable_timeout: Duration,
+    /// Start timeout.
+    pub start_timeout: Duration,
     /// Admission poll.
     pub admission_interval: Duration,
     /// Whether Secrets are checked.
@@ -87,6 +97,7 @@ impl TryFrom<ScavengerArgs> for Settings {
                 "scavenger-unschedulable-timeout",
                 a.scavenger_unschedulable_timeout,
             ),
+            ("scavenger-start-timeout", a.scavenger_start_timeout),
         ] {
             if d.is_zero() {
                 return Err(ConfigError::ZeroDuration(flag));
@@ -97,6 +108,7 @@ impl TryFrom<ScavengerArgs> for Settings {
             threshold: a.scavenger_threshold,
             mode: a.scavenger_use,
             unschedulable_timeout: a.scavenger_unschedulable_timeout,
+            start_timeout: a.scavenger_start_timeout,
             admission_interval: a.scavenger_admission_interval,
             check_secrets: a.scavenger_check_secrets,
         })
@@ -221,5 +233,19 @@ mod tests {
             Cli::try_parse_from(["x", "--scavenger-use=both", "--scavengers=false"]).unwrap();
         let s = Settings::try_from(both.args).unwrap();
         assert_eq!((s.mode, s.enabled), (UseMode::Both, false));
+    }
+
+    #[test]
+    fn the_start_timeout_defaults_to_five_minutes_and_is_never_zero() {
+        let s = Settings::try_from(Cli::try_parse_from(["x"]).unwrap().args).unwrap();
+        assert_eq!(s.start_timeout, Duration::from_secs(300));
+        let short = Cli::try_parse_from(["x", "--scavenger-start-timeout=2s"]).unwrap();
+        assert_eq!(
+            Settings::try_from(short.args).unwrap().start_timeout,
+            Duration::from_secs(2)
+        );
+        let zero = Cli::try_parse_from(["x", "--scavenger-start-timeout=0s"]).unwrap();
+        let err = Settings::try_from(zero.args).unwrap_err().to_string();
+        assert!(err.contains("--scavenger-start-timeout"), "{err}");
     }
 }

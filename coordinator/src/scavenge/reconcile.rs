@@ -366,6 +366,7 @@ async fn reconcile(cached: Arc<ScavengerJob>, ctx: Arc<Context>) -> Result<Actio
         admission: &admission,
         now: Timestamp::now(),
         unschedulable_timeout: ctx.settings.unschedulable_timeout,
+        start_timeout: ctx.settings.start_timeout,
     });
     apply(&ctx, &sj, &jobs_api, decision).await
 }
@@ -445,6 +446,11 @@ async fn record(ctx: &Context, sj: &ScavengerJob, t: &Transition) {
         }
         Transition::Unschedulable { reason } => {
             format!("pods stayed unschedulable ({reason}); waiting for another turn")
+        }
+        Transition::NotStarted { reason } => {
+            format!(
+                "pods did not start within the start timeout ({reason}); waiting for another turn"
+            )
         }
         Transition::Succeeded => "every pod finished".to_owned(),
         Transition::Failed { reason } => reason.clone(),

@@ -17,6 +17,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::{Resource as _, ResourceExt as _};
 
 use super::crd::{InvalidSpec, Phase, ScavengerJob, ScavengerJobStatus, VolumeRef};
+use super::start::{self, Cause, NotStarted};
 use super::{
     CHECKPOINT_FILE_ENV, CHECKPOINT_INTERVAL_ANNOTATION, CHECKPOINT_MOUNT_PATH, CHECKPOINT_VOLUME,
     JOB_LABEL, MINIMUM_RUN_ANNOTATION, PRIORITY_CLASS, checkpoint_file_in_container,
@@ -364,6 +365,9 @@ pub struct Observed<'a> {
     pub now: Timestamp,
     /// How long a run's pods may stay unschedulable before the run is given up.
     pub unschedulable_timeout: Duration,
+    /// How long a run's pod may stay placed on a node without starting before the run is given
+    /// up ([`start::not_started`]; counted from when the pod was placed).
+    pub start_timeout: Duration,
 }
 
 /// A phase change, for Events and metrics.
@@ -387,6 +391,13 @@ pub enum Transition {
         /// The scheduler's last word.
         reason: String,
     },
+    /// A pod placed on a node did not start within the start timeout, for a cause that may
+    /// clear by itself: the Job is removed, the job waits again. (A permanent cause is
+    /// [`Transition::Failed`].)
+    NotStarted {
+        /// The pod, its node and the kubelet's last word.
+        reason: String,
+    },
     /// Every pod finished.
     Succeeded,
     /// Failed for good.
@@ -403,6 +414,7 @@ impl Transition {
             Self::Started { .. } => "Started",
             Self::Interrupted { .. } => "Interrupted",
             Self::Unschedulable { .. } => "Unschedulable",
+            Self::NotStarted { .. } => "NotStarted",
             Self::Succeeded => "Succeeded",
             Self::Failed { .. } => "Failed",
         }
@@ -779,6 +791,68 @@ pub fn reconcile(o: &Observed<'_>) -> Decision {
         };
     }
 
+    // Placed but not started after the start timeout: give the room back, for good when the
+    // cause cannot clear by itself. The clock of each pod starts when it was placed (never
+    // before the run started: an API server clock behind ours does not shorten the wait).
+    let waited = |s: &NotStarted| {
+        let placed = s.placed.map_or(run_start, |p| p.max(run_start));
+        since(o.now, &Time(placed))
+    };
+    let stuck: Vec<NotStarted> = run_pods
+        .iter()
+        .filter_map(|p| start::not_started(p))
+        .collect();
+    let due: Vec<&NotStarted> = stuck
+        .iter()
+        .filter(|s| waited(s) >= o.start_timeout)
+        .collect();
+    if let Some(s) = due
+        .iter()
+        .find(|s| s.cause() == Cause::Permanent)
+        .or(due.first())
+    {
+        let what = format!(
+            "pod {} has not started {}s after it was placed on {} ({})",
+            s.pod,
+            waited(s).as_secs(),
+            s.node,
+            s.why()
+        );
+        let mut delete = stale;
+        delete.extend(job.map(|j| j.name_any()));
+        if s.cause() == Cause::Permanent {
+            return fail(
+                format!(
+                    "{what}; this does not clear by itself: fix it, then create the ScavengerJob anew"
+                ),
+                delete,
+            );
+        }
+        let mut status = moved(
+            &old,
+            o,
+            Phase::Pending,
+            format!("{what}; waiting for another turn"),
+        );
+        status.current_run_start = None;
+        status.checkpoint_window_start = None;
+        status.job_name = None;
+        status.pods = Vec::new();
+        status.unschedulable_since = None;
+        return Decision {
+            delete,
+            status: Some(status),
+            transition: Some(Transition::NotStarted {
+                reason: format!("pod {} on {}: {}", s.pod, s.node, s.why()),
+            }),
+            ..Default::default()
+        };
+    }
+    let start_requeue = stuck
+        .iter()
+        .map(|s| o.start_timeout.saturating_sub(waited(s)))
+        .min();
+
     // Still unschedulable after the timeout: give the room back and wait for another turn.
     let unschedulable = run_pods.iter().find_map(|p| {
         pod_condition(p, "PodScheduled")
@@ -833,11 +907,14 @@ pub fn reconcile(o: &Observed<'_>) -> Decision {
     ));
     status.checkpoint_window_start = Some(Time(window));
     let next_window = interval.saturating_sub(since(o.now, &Time(window)));
-    let requeue_after = Some(requeue.map_or(next_window, |r: Duration| r.min(next_window)));
+    let requeue_after = [requeue, start_requeue]
+        .into_iter()
+        .flatten()
+        .fold(next_window, Duration::min);
     Decision {
         delete: stale,
         status: (status != old).then_some(status),
-        requeue_after,
+        requeue_after: Some(requeue_after),
         ..Default::default()
     }
 }

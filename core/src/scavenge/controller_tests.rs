@@ -122,6 +122,7 @@ impl Case {
             admission: &self.admission,
             now: self.now,
             unschedulable_timeout: Duration::from_secs(30),
+            start_timeout: Duration::from_secs(60),
         })
     }
 }
@@ -719,4 +720,234 @@ fn jobs_of_earlier_runs_are_deleted_while_running() {
     let mut case = running_case(vec![pod("a", "render-1", "Running")], &["a"]);
     case.jobs.push(job("render-0", &[]));
     assert_eq!(case.decide().delete, ["render-0"]);
+}
+
+// === reconcile: pods placed that do not start ===
+
+/// A pod of run render-1 bound to sim-node-0 at `placed`, Pending, its container waiting with
+/// the kubelet's `reason` and `message`.
+fn placed(name: &str, placed: i64, reason: &str, message: &str) -> Pod {
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": "batch",
+            "labels": {JOB_LABEL: "render", JOB_NAME_LABEL: "render-1"}},
+        "spec": {"nodeName": "sim-node-0", "containers": [{"name": "job", "image": "x"}]},
+        "status": {"phase": "Pending",
+            "conditions": [{"type": "PodScheduled", "status": "True",
+                            "lastTransitionTime": at(placed).to_string()}],
+            "containerStatuses": [{"name": "job", "image": "x", "imageID": "", "ready": false,
+                "restartCount": 0, "state": {"waiting": {"reason": reason, "message": message}}}]}
+    }))
+    .unwrap()
+}
+
+/// Run render-1 started at 970 with `pods`, looked at `now`.
+fn stuck_case(pods: Vec<Pod>, now: i64) -> Case {
+    let names: Vec<String> = pods.iter().map(|p| p.name_any()).collect();
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    let mut case = running_case(pods, &names);
+    case.now = at(now);
+    case
+}
+
+#[test]
+fn a_pod_that_cannot_pull_waits_out_the_start_timeout_then_the_job_waits_again() {
+    let pull = || placed("a", 980, "ImagePullBackOff", "Back-off pulling image \"x\"");
+    // 20 s of 60 since it was placed: nothing to do but look again when the 60 s are up.
+    let d = stuck_case(vec![pull()], 1000).decide();
+    assert_eq!((d.status, d.transition), (None, None));
+    assert!(d.delete.is_empty());
+    assert_eq!(
+        d.requeue_after,
+        Some(Duration::from_secs(30)),
+        "the next window comes first"
+    );
+    let d = stuck_case(vec![pull()], 1035).decide();
+    assert_eq!(
+        d.requeue_after,
+        Some(Duration::from_secs(5)),
+        "then the timeout"
+    );
+
+    let d = stuck_case(vec![pull()], 1040).decide();
+    assert_eq!(d.delete, ["render-1"]);
+    let s = d.status.unwrap();
+    assert_eq!(s.phase, Phase::Pending);
+    assert_eq!(
+        s.message,
+        "pod a has not started 60s after it was placed on sim-node-0 \
+         (ImagePullBackOff: Back-off pulling image \"x\"); waiting for another turn"
+    );
+    assert_eq!(
+        (s.interrupted_count, s.finished_timestamp),
+        (0, None),
+        "not an interruption"
+    );
+    assert_eq!((s.job_name, s.current_run_start), (None, None));
+    assert!(s.pods.is_empty());
+    assert_eq!(
+        d.transition,
+        Some(Transition::NotStarted {
+            reason: "pod a on sim-node-0: ImagePullBackOff: Back-off pulling image \"x\"".into()
+        })
+    );
+    let t = Transition::NotStarted {
+        reason: String::new(),
+    };
+    assert_eq!((t.reason(), t.is_warning()), ("NotStarted", true));
+    let running = s.conditions.iter().find(|c| c.type_ == "Running").unwrap();
+    assert_eq!(running.status, "False");
+}
+
+#[test]
+fn a_cause_that_cannot_clear_by_itself_fails_the_job() {
+    let d = stuck_case(
+        vec![placed(
+            "a",
+            980,
+            "InvalidImageName",
+            "couldn't parse image name \"Bad:1\"",
+        )],
+        1040,
+    )
+    .decide();
+    assert_eq!(d.delete, ["render-1"], "the rest of the run stops");
+    let s = d.status.unwrap();
+    assert_eq!(s.phase, Phase::Failed);
+    assert_eq!(s.finished_timestamp, Some(Time(at(1040))));
+    assert_eq!(
+        s.message,
+        "pod a has not started 60s after it was placed on sim-node-0 \
+         (InvalidImageName: couldn't parse image name \"Bad:1\"); this does not clear by itself: \
+         fix it, then create the ScavengerJob anew"
+    );
+    assert!(
+        matches!(d.transition, Some(Transition::Failed { ref reason }) if *reason == s.message)
+    );
+    let failed = s.conditions.iter().find(|c| c.type_ == "Failed").unwrap();
+    assert_eq!(failed.status, "True");
+}
+
+#[test]
+fn each_cause_is_given_up_as_classified() {
+    for (reason, message, phase) in [
+        (
+            "InvalidImageName",
+            "invalid reference format",
+            Phase::Failed,
+        ),
+        (
+            "CreateContainerConfigError",
+            "secret \"token\" not found",
+            Phase::Failed,
+        ),
+        (
+            "ErrImageNeverPull",
+            "image is not present with pull policy of Never",
+            Phase::Failed,
+        ),
+        (
+            "ErrImagePull",
+            "failed to pull and unpack image",
+            Phase::Pending,
+        ),
+        (
+            "ImagePullBackOff",
+            "Back-off pulling image \"x\"",
+            Phase::Pending,
+        ),
+        // A Secret or ConfigMap volume that is missing: FailedMount Events, ContainerCreating.
+        ("ContainerCreating", "", Phase::Pending),
+        ("SomethingNew", "", Phase::Pending),
+    ] {
+        let s = stuck_case(vec![placed("a", 900, reason, message)], 1040)
+            .decide()
+            .status
+            .unwrap_or_else(|| panic!("{reason}: no status"));
+        assert_eq!(s.phase, phase, "{reason}");
+        assert!(s.message.contains(reason), "{reason}: {}", s.message);
+    }
+    // No container status from the kubelet at all (its node may be down): transient.
+    let mut silent = placed("a", 900, "", "");
+    silent.status.as_mut().unwrap().container_statuses = None;
+    let s = stuck_case(vec![silent], 1040).decide().status.unwrap();
+    assert_eq!(s.phase, Phase::Pending);
+    assert!(
+        s.message.contains("reported no container status"),
+        "{}",
+        s.message
+    );
+}
+
+#[test]
+fn the_start_clock_counts_from_placement_never_from_before_the_run() {
+    // Placed at 1000, 30 s after the run started: given up at 1060, not at 1030.
+    let late = || placed("a", 1000, "ErrImagePull", "");
+    assert_eq!(stuck_case(vec![late()], 1059).decide().transition, None);
+    assert!(stuck_case(vec![late()], 1060).decide().transition.is_some());
+    // Placed "before" the run started (an API server clock behind ours): from the run's start.
+    let early = || placed("a", 900, "ErrImagePull", "");
+    assert_eq!(stuck_case(vec![early()], 1029).decide().transition, None);
+    assert!(
+        stuck_case(vec![early()], 1030)
+            .decide()
+            .transition
+            .is_some()
+    );
+    // No time on the condition: from the run's start too.
+    let mut untimed = early();
+    untimed.status.as_mut().unwrap().conditions = None;
+    assert_eq!(
+        stuck_case(vec![untimed.clone()], 1029).decide().transition,
+        None
+    );
+    assert!(
+        stuck_case(vec![untimed], 1030)
+            .decide()
+            .transition
+            .is_some()
+    );
+}
+
+#[test]
+fn a_permanent_cause_wins_and_running_pods_are_never_given_up() {
+    let d = stuck_case(
+        vec![
+            placed("a", 900, "ImagePullBackOff", ""),
+            placed(
+                "b",
+                900,
+                "CreateContainerConfigError",
+                "configmap \"conf\" not found",
+            ),
+        ],
+        1040,
+    )
+    .decide();
+    let s = d.status.unwrap();
+    assert_eq!(s.phase, Phase::Failed);
+    assert!(
+        s.message.starts_with("pod b has not started"),
+        "{}",
+        s.message
+    );
+
+    // Running for long past the start timeout (and one pod placed, not yet due): nothing.
+    let mut case = running_case(
+        vec![
+            pod("a", "render-1", "Running"),
+            placed("b", 1080, "ContainerCreating", ""),
+        ],
+        &["a", "b"],
+    );
+    case.now = at(1100);
+    let d = case.decide();
+    assert_eq!(d.transition, None);
+    assert!(d.delete.is_empty());
+    let s = d.status.unwrap();
+    assert_eq!(s.phase, Phase::Running);
+    assert_eq!(
+        d.requeue_after,
+        Some(Duration::from_secs(40)),
+        "b's start timeout at 1140, before the next window at 1150"
+    );
 }

@@ -20,6 +20,7 @@
 pub mod controller;
 pub mod crd;
 pub mod pressure;
+pub mod start;
 pub mod victims;
 
 use std::fmt;

@@ -2,6 +2,7 @@
 //! kubelet stand-ins per simulated node and scripted telemetry. They talk to the server through
 //! the kube client, as real components do, so what they do is what a client sees.
 
+pub mod container_start;
 pub mod controllers;
 pub mod http;
 pub mod kubelet;
