@@ -16,21 +16,38 @@
 //! back at the same moment), and is never shorter than the server's `Retry-After`. [`MAX`] is
 //! 10 s: at 5,000 nodes a down API server gets about 670 requests a second from the agents,
 //! what their kubelets' Lease renewals send anyway (500 a second), and every write lands at
-//! most 10 s after it comes back. Pure: the clock and the random draw are arguments.
+//! most 10 s after it comes back. The waits are the workspace's one [`Backoff`]; this gate adds
+//! the `Retry-After` floor and the instant before which no write goes. Pure: the clock and the
+//! random draw are arguments.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+use telemesh_core::backoff::Backoff;
+pub use telemesh_core::backoff::draw;
 
 /// The first wait.
 pub const FIRST: Duration = Duration::from_secs(1);
 /// The longest wait (the server's `Retry-After` may ask for longer).
 pub const MAX: Duration = Duration::from_secs(10);
 
-/// The backoff: whether a write may go now, and how long after a failure.
-#[derive(Debug, Clone, Default)]
+/// The agent's waits: from [`FIRST`], doubling, at most [`MAX`], jittered.
+const WAITS: Backoff = Backoff::new(FIRST, MAX).jittered();
+
+/// The gate: whether a write may go now, and how long after a failure.
+#[derive(Debug, Clone)]
 pub struct ApiBackoff {
-    failures: u32,
+    waits: Backoff,
     until: Option<Instant>,
+}
+
+impl Default for ApiBackoff {
+    fn default() -> Self {
+        Self {
+            waits: WAITS,
+            until: None,
+        }
+    }
 }
 
 /// The agent's one backoff, shared by its writers.
@@ -47,35 +64,21 @@ impl ApiBackoff {
     /// Notes a write that found the server unavailable at `now`; `retry_after` is what the
     /// server asked for, `draw` a uniform number in [0, 1). Returns the wait before the next.
     pub fn failed(&mut self, now: Instant, retry_after: Option<Duration>, draw: f64) -> Duration {
-        let exponent = self.failures.min(16);
-        self.failures = self.failures.saturating_add(1);
-        let full = FIRST.saturating_mul(1 << exponent).min(MAX);
-        let wait = full.mul_f64(0.5 + 0.5 * draw.clamp(0.0, 1.0));
-        let wait = wait.max(retry_after.unwrap_or_default());
+        let wait = self.waits.failed(draw).max(retry_after.unwrap_or_default());
         self.until = Some(now + wait);
         wait
     }
 
     /// Notes a write the server answered: the next one goes at once.
     pub fn succeeded(&mut self) {
-        self.failures = 0;
+        self.waits.reset();
         self.until = None;
     }
 
     /// Failures in a row so far.
     pub fn failures(&self) -> u32 {
-        self.failures
+        self.waits.failures()
     }
-}
-
-/// A draw in [0, 1) for the jitter: the clock's nanoseconds, which differ from agent to agent
-/// (no random number generator needed in the agent's binary).
-pub fn draw() -> f64 {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
-    f64::from(nanos) / 1e9
 }
 
 /// Whether `e` says the API server is unavailable (module docs), and the `Retry-After` it

@@ -18,7 +18,7 @@ use telemesh_core::scavenge::{
     CHECKPOINT_INTERVAL_ANNOTATION, CHECKPOINT_VOLUME, JOB_LABEL, ScavengerPod,
 };
 use telemesh_core::testing::eventually;
-use telemesh_sim::cluster::kubelet::{Backoff, Kubelet};
+use telemesh_sim::cluster::kubelet::{CRASH_BACKOFF, Kubelet};
 use telemesh_sim::cluster::workload::{CHECKPOINT_EVERY_ANNOTATION, WORK_ANNOTATION, marker_path};
 use tokio_util::sync::CancellationToken;
 
@@ -77,7 +77,7 @@ async fn scavengers_are_gossiped_with_observed_checkpoints_and_evicted_least_uns
     let kubelet = Kubelet {
         node: NODE.into(),
         index: 0,
-        backoff: Backoff::default(),
+        backoff: CRASH_BACKOFF,
         host_root: Some(root.clone()),
         workloads: env.sim.workloads.clone(),
     };

@@ -50,7 +50,7 @@ use kube::{Client, ResourceExt as _};
 use serde_json::{Value, json};
 use telemesh_coordinator::actions::executor::cluster;
 use telemesh_core::action::{ActionPhase, WorkloadAction};
-use telemesh_sim::cluster::kubelet::{Backoff, Kubelet};
+use telemesh_sim::cluster::kubelet::{CRASH_BACKOFF, Kubelet};
 use telemesh_sim::cluster::scheduler::{self, config::SchedulerConfiguration};
 use tokio_util::sync::CancellationToken;
 
@@ -156,7 +156,7 @@ fn start_cluster(
         let kubelet = Kubelet {
             node: format!("sim-node-{i}"),
             index: u8::try_from(i).unwrap(),
-            backoff: Backoff::default(),
+            backoff: CRASH_BACKOFF,
             host_root: None,
             workloads: telemesh_sim::cluster::workload::Workloads::default(),
         };

@@ -216,6 +216,48 @@ fn seed_calls() -> Vec<(&'static str, String)> {
     ]
 }
 
+/// The first call docs/actions.md shows (the `-d` body of its first curl) and the reply it says
+/// comes back (the `# the reply is ...: {...}` comment after it, `...` for the action's id).
+fn documented_create() -> (String, String) {
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/actions.md"))
+        .unwrap();
+    let body = doc
+        .lines()
+        .find_map(|l| {
+            l.trim()
+                .strip_prefix("-d '")?
+                .split_once("' ")
+                .map(|(b, _)| b.to_owned())
+        })
+        .expect("docs/actions.md shows a curl call with -d '<body>'");
+    let reply = doc
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("# the reply is ")?
+                .split_once(": {")
+                .map(|(_, r)| format!("{{{r}"))
+        })
+        .expect("docs/actions.md shows the reply after `# the reply is ...: `");
+    (body, reply)
+}
+
+/// docs/actions.md's example reply is the one the coordinator sends, field for field and byte
+/// for byte.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_documented_create_call_gets_the_documented_reply() {
+    let env = Env::start(None).await;
+    let (body, documented) = documented_create();
+    assert!(body.contains(r#""method":"action.Create""#), "{body}");
+    let r = rpc(env.api(), &body).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let id = r.json()["result"]["actionId"].as_str().unwrap().to_owned();
+    assert_eq!(
+        r.body.trim_end(),
+        documented.replace(r#""actionId":"...""#, &format!(r#""actionId":"{id}""#)),
+        "docs/actions.md's example reply differs from the real one"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_seed_call_is_accepted_and_stored_as_asked() {
     let env = Env::start(None).await;

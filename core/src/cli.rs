@@ -19,7 +19,8 @@ pub enum LogFormat {
 /// Flags every binary takes.
 #[derive(Debug, Clone, clap::Args)]
 pub struct CommonArgs {
-    /// Path to a kubeconfig; else in-cluster config, else $KUBECONFIG.
+    /// Path to a kubeconfig; else $KUBECONFIG (or ~/.kube/config), else the in-cluster service
+    /// account.
     #[arg(long, env = "TELEMESH_KUBECONFIG")]
     pub kubeconfig: Option<PathBuf>,
     /// Log line format.

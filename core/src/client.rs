@@ -1,8 +1,10 @@
-//! The Kubernetes client every binary builds the same way: `--kubeconfig PATH`, else the
-//! in-cluster service account, else `$KUBECONFIG` (docs/architecture.md, "Command lines"), and
-//! a `User-Agent` naming the binary, its version and its instance (node or replica), so the API
-//! server's audit log, and sim's request counts (docs/faults.md), tell the callers apart.
-//! kube-rs sends no `User-Agent` of its own.
+//! The Kubernetes client every binary builds the same way: `--kubeconfig PATH`, else what kube's
+//! `Config::infer` finds: the kubeconfig `$KUBECONFIG` names (its files merged; `~/.kube/config`
+//! when it is unset) and, only when that cannot be loaded, the in-cluster service account
+//! (docs/architecture.md, "Command lines"). So a kubeconfig in a pod's environment or home wins
+//! over its service account. Every request carries a `User-Agent` naming the binary, its version
+//! and its instance (node or replica), so the API server's audit log, and sim's request counts
+//! (docs/faults.md), tell the callers apart. kube-rs sends no `User-Agent` of its own.
 
 use std::path::Path;
 
@@ -25,8 +27,9 @@ pub fn user_agent(binary: &str, version: &str, instance: &str) -> HeaderValue {
     HeaderValue::from_str(&text).unwrap_or_else(|_| HeaderValue::from_static("telemesh"))
 }
 
-/// Loads the client configuration: the given kubeconfig, else in-cluster, else `$KUBECONFIG`;
-/// every request carries `user_agent` ([`user_agent`]).
+/// Loads the client configuration: the given kubeconfig, else `$KUBECONFIG` (or
+/// `~/.kube/config`), else in-cluster (kube's `Config::infer`, in that order); every request
+/// carries `user_agent` ([`user_agent`]).
 pub async fn kube_config(
     kubeconfig: Option<&Path>,
     user_agent: &HeaderValue,

@@ -7,8 +7,11 @@
 //! binaries do.
 
 pub mod action;
+pub mod backoff;
 pub mod cli;
 pub mod client;
+#[cfg(test)]
+mod crd_parity;
 pub mod door;
 pub mod extender;
 pub mod fit;
@@ -22,6 +25,7 @@ pub mod quic;
 pub mod reload;
 pub mod reward;
 pub mod scavenge;
+pub mod selector;
 pub mod shutdown;
 pub mod store_watch;
 pub mod telemetry;

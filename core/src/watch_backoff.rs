@@ -7,70 +7,53 @@
 //! request a second per watch, for ever (the fault suite measured it, docs/faults.md). Here
 //! only real progress (an object listed or changed, a list done) resets the backoff; `Init`
 //! does not. The waits are kube-runtime's: from 0.8 s, doubling, at most 30 s, drawn in their
-//! upper half.
+//! upper half (the workspace's one [`Backoff`]).
 
 use std::time::Duration;
 
 use futures::{Stream, StreamExt as _};
 use kube::runtime::watcher::Event;
 
+use crate::backoff::{Backoff, draw};
+
 /// The first wait after a failure.
 pub const FIRST: Duration = Duration::from_millis(800);
 /// The longest wait.
 pub const MAX: Duration = Duration::from_secs(30);
 
-/// Failures in a row and the wait before the next poll: the pure part.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct WatchBackoff {
-    failures: u32,
-}
+/// The watch streams' backoff: kube-runtime's waits ([`FIRST`], [`MAX`], jittered).
+const WAITS: Backoff = Backoff::new(FIRST, MAX).jittered();
 
-impl WatchBackoff {
-    /// Takes one item of the stream; returns how long to wait before polling again. `draw` is a
-    /// uniform number in [0, 1) (the jitter).
-    pub fn observe<K, E>(&mut self, item: &Result<Event<K>, E>, draw: f64) -> Option<Duration> {
-        match item {
-            Err(_) => {
-                let exponent = self.failures.min(16);
-                self.failures = self.failures.saturating_add(1);
-                let full = FIRST.saturating_mul(1 << exponent).min(MAX);
-                Some(full.mul_f64(0.5 + 0.5 * draw.clamp(0.0, 1.0)))
-            }
-            // Announces a list attempt, which may fail again: no progress yet.
-            Ok(Event::Init) => None,
-            Ok(_) => {
-                self.failures = 0;
-                None
-            }
+/// Takes one item of the stream; returns how long to wait before polling again. `draw` is a
+/// uniform number in [0, 1) (the jitter).
+fn observe<K, E>(backoff: &mut Backoff, item: &Result<Event<K>, E>, draw: f64) -> Option<Duration> {
+    match item {
+        Err(_) => Some(backoff.failed(draw)),
+        // Announces a list attempt, which may fail again: no progress yet.
+        Ok(Event::Init) => None,
+        Ok(_) => {
+            backoff.reset();
+            None
         }
     }
 }
 
-/// `stream` with a [`WatchBackoff`] between a failure and the next poll.
+/// `stream` with a [`Backoff`] between a failure and the next poll.
 pub fn backoff<S, K, E>(stream: S) -> impl Stream<Item = Result<Event<K>, E>> + Send
 where
     S: Stream<Item = Result<Event<K>, E>> + Send + 'static,
     K: Send + 'static,
     E: Send + 'static,
 {
-    let state = (stream.boxed(), WatchBackoff::default(), None::<Duration>);
-    futures::stream::unfold(state, |(mut stream, mut backoff, wait)| async move {
+    let state = (stream.boxed(), WAITS, None::<Duration>);
+    futures::stream::unfold(state, |(mut stream, mut waits, wait)| async move {
         if let Some(wait) = wait {
             tokio::time::sleep(wait).await;
         }
         let item = stream.next().await?;
-        let wait = backoff.observe(&item, draw());
-        Some((item, (stream, backoff, wait)))
+        let wait = observe(&mut waits, &item, draw());
+        Some((item, (stream, waits, wait)))
     })
-}
-
-/// A draw in [0, 1) from the clock's nanoseconds (they differ from process to process).
-fn draw() -> f64 {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
-    f64::from(nanos) / 1e9
 }
 
 #[cfg(test)]
@@ -81,24 +64,24 @@ mod tests {
 
     #[test]
     fn an_init_between_failures_does_not_reset_the_backoff() {
-        let mut b = WatchBackoff::default();
+        let mut b = WAITS;
         let waits: Vec<Option<u64>> = [Err(()), Ok(Event::Init), Err(()), Ok(Event::Init), Err(())]
             .iter()
-            .map(|i: &Item| b.observe(i, 1.0).map(|d| d.as_millis() as u64))
+            .map(|i: &Item| observe(&mut b, i, 1.0).map(|d| d.as_millis() as u64))
             .collect();
         assert_eq!(waits, [Some(800), None, Some(1_600), None, Some(3_200)]);
     }
 
     #[test]
     fn progress_resets_it_and_the_wait_is_capped() {
-        let mut b = WatchBackoff::default();
+        let mut b = WAITS;
         for _ in 0..40 {
-            b.observe::<(), ()>(&Err(()), 0.5);
+            observe::<(), ()>(&mut b, &Err(()), 0.5);
         }
-        assert_eq!(b.observe::<(), ()>(&Err(()), 1.0), Some(MAX));
-        assert_eq!(b.observe::<(), ()>(&Err(()), 0.0), Some(MAX / 2));
-        assert_eq!(b.observe::<(), ()>(&Ok(Event::InitDone), 0.0), None);
-        assert_eq!(b.observe::<(), ()>(&Err(()), 1.0), Some(FIRST));
+        assert_eq!(observe::<(), ()>(&mut b, &Err(()), 1.0), Some(MAX));
+        assert_eq!(observe::<(), ()>(&mut b, &Err(()), 0.0), Some(MAX / 2));
+        assert_eq!(observe::<(), ()>(&mut b, &Ok(Event::InitDone), 0.0), None);
+        assert_eq!(observe::<(), ()>(&mut b, &Err(()), 1.0), Some(FIRST));
     }
 
     #[tokio::test(start_paused = true)]

@@ -170,7 +170,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
 /// `telemesh-sim nodes`: the machines of [`NodesArgs`] until Ctrl-C.
 async fn nodes(args: NodesArgs) -> anyhow::Result<()> {
     use anyhow::Context as _;
-    use telemesh_sim::cluster::kubelet::{Backoff, Kubelet};
+    use telemesh_sim::cluster::kubelet::{CRASH_BACKOFF, Kubelet};
     use telemesh_sim::cluster::machines::{self, Machine};
     let yaml = std::fs::read_to_string(&args.kubeconfig)
         .with_context(|| format!("reading the kubeconfig {}", args.kubeconfig.display()))?;
@@ -192,7 +192,7 @@ async fn nodes(args: NodesArgs) -> anyhow::Result<()> {
         let kubelet = Kubelet {
             node: m.name.clone(),
             index: u8::try_from(i).context("at most 256 nodes (pod IPs 10.244.<n>.x)")?,
-            backoff: Backoff::default(),
+            backoff: CRASH_BACKOFF,
             host_root: args.host_roots.as_ref().map(|d| d.join(&m.name)),
             workloads: workloads.clone(),
         };

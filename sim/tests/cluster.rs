@@ -22,8 +22,9 @@ use serde_json::{Value, json};
 use tokio::sync::{broadcast, watch};
 use tokio_util::sync::CancellationToken;
 
+use telemesh_core::backoff::Backoff;
 use telemesh_core::testing::eventually;
-use telemesh_sim::cluster::kubelet::{Backoff, Fault, FaultRule, Kubelet};
+use telemesh_sim::cluster::kubelet::{Fault, FaultRule, Kubelet};
 use telemesh_sim::cluster::scheduler::{self, Decision, config::SchedulerConfiguration};
 use telemesh_sim::{Sim, SimConfig};
 
@@ -112,10 +113,7 @@ async fn cluster(nodes: usize, config: SchedulerConfiguration) -> Cluster {
         let kubelet = Kubelet {
             node: format!("sim-node-{i}"),
             index: u8::try_from(i).unwrap(),
-            backoff: Backoff {
-                base: Duration::from_millis(300),
-                max: Duration::from_secs(1),
-            },
+            backoff: Backoff::new(Duration::from_millis(300), Duration::from_secs(1)),
             host_root: None,
             workloads: sim.workloads.clone(),
         };

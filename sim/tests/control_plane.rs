@@ -13,7 +13,7 @@ use kube::api::{Api, DeleteParams, PostParams};
 use kube::{Client, ResourceExt as _};
 use serde_json::json;
 use telemesh_core::testing::eventually;
-use telemesh_sim::cluster::kubelet::{Backoff, Kubelet};
+use telemesh_sim::cluster::kubelet::{CRASH_BACKOFF, Kubelet};
 use telemesh_sim::cluster::machines::{self, Machine};
 use telemesh_sim::cluster::workload::Workloads;
 use telemesh_sim::control_plane::{ControlPlane, ControlPlaneConfig, binaries};
@@ -62,7 +62,7 @@ impl Cluster {
         let kubelet = Kubelet {
             node: format!("sim-node-{node}"),
             index: u8::try_from(node).unwrap(),
-            backoff: Backoff::default(),
+            backoff: CRASH_BACKOFF,
             host_root: None,
             workloads: Workloads::default(),
         };

@@ -26,7 +26,7 @@ use telemesh_core::testing::eventually;
 use telemesh_sim::cluster::controllers::statefulset::{
     POD_INDEX_LABEL, POD_NAME_LABEL, REVISION_LABEL,
 };
-use telemesh_sim::cluster::kubelet::{Backoff, Kubelet};
+use telemesh_sim::cluster::kubelet::{CRASH_BACKOFF, Kubelet};
 use telemesh_sim::cluster::pod_state::{is_running_and_ready, phase};
 use telemesh_sim::cluster::scheduler;
 use telemesh_sim::{Sim, SimConfig};
@@ -60,7 +60,7 @@ async fn cluster() -> Cluster {
         let kubelet = Kubelet {
             node: format!("sim-node-{i}"),
             index: i,
-            backoff: Backoff::default(),
+            backoff: CRASH_BACKOFF,
             host_root: None,
             workloads: sim.workloads.clone(),
         };

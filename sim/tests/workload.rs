@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use telemesh_core::scavenge::{CHECKPOINT_VOLUME, JOB_LABEL};
 use telemesh_core::testing::eventually;
-use telemesh_sim::cluster::kubelet::{Backoff, Kubelet};
+use telemesh_sim::cluster::kubelet::{CRASH_BACKOFF, Kubelet};
 use telemesh_sim::cluster::workload::{
     CHECKPOINT_EVERY_ANNOTATION, WORK_ANNOTATION, WORKLOADS_PATH, marker_path,
 };
@@ -53,7 +53,7 @@ async fn a_deleted_scavenger_loses_only_unsaved_work_and_the_next_pod_resumes() 
     let kubelet = Kubelet {
         node: "sim-node-0".into(),
         index: 0,
-        backoff: Backoff::default(),
+        backoff: CRASH_BACKOFF,
         host_root: Some(host.path().to_owned()),
         workloads: sim.workloads.clone(),
     };

@@ -10,7 +10,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::ResourceExt as _;
 use kube::api::{Api, ListParams, PostParams};
 use telemesh_core::policy::TASPolicy;
-use telemesh_sim::cluster::kubelet::{Backoff, Kubelet};
+use telemesh_sim::cluster::kubelet::{CRASH_BACKOFF, Kubelet};
 use telemesh_sim::cluster::scheduler;
 use telemesh_sim::cluster::scheduler::config::SchedulerConfiguration;
 use tokio_util::sync::CancellationToken;
@@ -45,7 +45,7 @@ impl ClusterParts {
             let kubelet = Kubelet {
                 node: format!("sim-node-{i}"),
                 index: u8::try_from(i).expect("fewer than 256 nodes"),
-                backoff: Backoff::default(),
+                backoff: CRASH_BACKOFF,
                 // Where a mesh's agent for this node reads its host (crate::mesh).
                 host_root: Some(env.dir().join("hosts").join(format!("sim-node-{i}"))),
                 workloads: env.sim.workloads.clone(),

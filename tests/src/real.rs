@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
 use kube::api::{Api, PostParams};
-use telemesh_sim::cluster::kubelet::{Backoff, FaultRule, Kubelet};
+use telemesh_sim::cluster::kubelet::{CRASH_BACKOFF, FaultRule, Kubelet};
 use telemesh_sim::cluster::machines::{self, Machine};
 use telemesh_sim::cluster::workload::Workloads;
 use telemesh_sim::control_plane::{ControlPlane, ControlPlaneConfig, binaries};
@@ -79,7 +79,7 @@ impl RealEnv {
             let kubelet = Kubelet {
                 node: m.name.clone(),
                 index: u8::try_from(i).expect("fewer than 256 nodes"),
-                backoff: Backoff::default(),
+                backoff: CRASH_BACKOFF,
                 host_root: Some(dir.path().join("hosts").join(&m.name)),
                 workloads: workloads.clone(),
             };

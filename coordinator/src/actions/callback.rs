@@ -21,6 +21,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use telemesh_core::action::WorkloadAction;
 use telemesh_core::action::crd::CallbackStatus;
+use telemesh_core::backoff::Backoff;
 
 use super::accept::action_json;
 
@@ -29,10 +30,9 @@ use super::accept::action_json;
 pub struct RetryPolicy {
     /// Attempts in all, at least one.
     pub attempts: u32,
-    /// The wait after the first failure; doubled after each further one.
-    pub first_backoff: Duration,
-    /// The longest wait between attempts.
-    pub max_backoff: Duration,
+    /// The waits between attempts (the wait before attempt `n + 1` is its
+    /// [`Backoff::nominal`]`(n)`).
+    pub backoff: Backoff,
     /// How long one attempt may take.
     pub attempt_timeout: Duration,
 }
@@ -41,20 +41,9 @@ impl Default for RetryPolicy {
     fn default() -> Self {
         Self {
             attempts: 5,
-            first_backoff: Duration::from_secs(1),
-            max_backoff: Duration::from_secs(30),
+            backoff: Backoff::new(Duration::from_secs(1), Duration::from_secs(30)),
             attempt_timeout: Duration::from_secs(10),
         }
-    }
-}
-
-impl RetryPolicy {
-    /// The wait before attempt `n + 1` after `n` failures (`n >= 1`).
-    pub fn backoff(&self, failures: u32) -> Duration {
-        let factor = 2u32.saturating_pow(failures.saturating_sub(1));
-        self.first_backoff
-            .saturating_mul(factor)
-            .min(self.max_backoff)
     }
 }
 
@@ -161,7 +150,7 @@ pub async fn deliver_with(
                 if !retry || n == policy.attempts {
                     break;
                 }
-                tokio::time::sleep(policy.backoff(n)).await;
+                tokio::time::sleep(policy.backoff.nominal(n)).await;
             }
         }
     }
@@ -184,8 +173,7 @@ mod tests {
     fn fast() -> RetryPolicy {
         RetryPolicy {
             attempts: 4,
-            first_backoff: Duration::from_millis(5),
-            max_backoff: Duration::from_millis(20),
+            backoff: Backoff::new(Duration::from_millis(5), Duration::from_millis(20)),
             attempt_timeout: Duration::from_secs(5),
         }
     }
@@ -193,7 +181,7 @@ mod tests {
     #[test]
     fn backoff_doubles_up_to_the_cap() {
         let p = RetryPolicy::default();
-        let waits: Vec<u64> = (1..=7).map(|n| p.backoff(n).as_secs()).collect();
+        let waits: Vec<u64> = (1..=7).map(|n| p.backoff.nominal(n).as_secs()).collect();
         assert_eq!(waits, [1, 2, 4, 8, 16, 30, 30]);
     }
 

@@ -120,7 +120,7 @@ pub fn filter(
             .failed
             .iter()
             .take(MAX_REASONS)
-            .map(|(i, _, reason)| NodeReason {
+            .map(|(i, reason)| NodeReason {
                 node: candidates.name(*i).to_owned(),
                 reason: reason.clone(),
             })

@@ -1,6 +1,15 @@
 //! filter: a pod's `dontschedule` rules against each candidate node. Pure: a snapshot, the
-//! policy and the clock in, the kept and removed candidates out, each removal with the
-//! [`Refusal`] that says whether preemption could ever make room there.
+//! policy and the clock in, the kept and removed candidates out, each removal with its reason.
+//!
+//! Every removal, here and by the reward floor or a workload action's placement, is one that
+//! preemption cannot resolve: kube-scheduler gets them all in `FailedAndUnresolvableNodes`, never
+//! in `FailedNodes` ("preemption may help"), and `preempt` drops those nodes from its candidates.
+//! A dontschedule verdict is about the node's telemetry, which the filter goes on refusing after
+//! any eviction: upstream would nominate the node, the filter refuse it again on the next
+//! attempt, and the victims die for nothing (issue 15); whether evicting a pod would ever bring a
+//! metric back under its target is a guess no one can check before the kill. A reward is how pods
+//! of this type fare on this node, which other pods' eviction does not change either. A placement
+//! wants the pod on one node, so no eviction elsewhere serves it.
 
 use std::fmt::Write as _;
 
@@ -12,47 +21,13 @@ use super::Settings;
 use super::parse::Candidates;
 use crate::view::{ColumnReadings, MetricColumn, Snapshot};
 
-/// Why the extender refused a node.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Refusal {
-    /// The node breaks the pod's policy's `dontschedule` rules.
-    DontSchedule,
-    /// The pod's type fares confidently below the reward floor on the node.
-    RewardFloor,
-    /// A workload action places the pod on another node.
-    Placement,
-}
-
-// === impl Refusal ===
-
-impl Refusal {
-    /// Returns whether evicting pods from the node could make it take the pod: kube-scheduler's
-    /// `FailedNodes` ("preemption may help") when true, `FailedAndUnresolvableNodes` (the node
-    /// is never a preemption candidate) when false.
-    ///
-    /// False for both. A dontschedule verdict is about the node's telemetry, which the filter
-    /// goes on refusing after any eviction: upstream nominates the node, the filter refuses it
-    /// again on the next attempt, and the victims died for nothing (issue 15). Whether evicting
-    /// a pod would ever bring a metric back under its target is a guess no one can check before
-    /// the kill. A reward is how pods of this type fare on this node, a property of the node
-    /// that other pods' eviction does not change either.
-    ///
-    /// False for a placement too: the action wants the pod on one node, so no eviction
-    /// elsewhere serves it.
-    pub const fn preemption_may_help(self) -> bool {
-        match self {
-            Self::DontSchedule | Self::RewardFloor | Self::Placement => false,
-        }
-    }
-}
-
 /// Which candidates a filter kept and which it removed, by index into the candidates.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct FilterDecision {
     /// Kept, in input order.
     pub passed: Vec<usize>,
-    /// Removed, in input order, with why and the reason naming policy, rule and value.
-    pub failed: Vec<(usize, Refusal, String)>,
+    /// Removed, in input order, with the reason naming policy, rule and value.
+    pub failed: Vec<(usize, String)>,
 }
 
 /// Evaluates `rules` (the policy's dontschedule) on every candidate at `now_ms`. Metrics older
@@ -119,11 +94,8 @@ fn filter_by<M: Metrics>(
         }
         // Only removed nodes pay for a reason.
         let reasons = reasons.get_or_insert_with(|| Reasons::new(policy, rules));
-        out.failed.push((
-            i,
-            Refusal::DontSchedule,
-            reasons.reason(rules, &readings, unknown),
-        ));
+        out.failed
+            .push((i, reasons.reason(rules, &readings, unknown)));
     }
     out
 }
@@ -219,13 +191,11 @@ pub fn apply_placement(
             let reason = reason.get_or_insert_with(|| {
                 format!("workload action {action} places this pod on node {node}")
             });
-            decision
-                .failed
-                .push((i, Refusal::Placement, reason.clone()));
+            decision.failed.push((i, reason.clone()));
         }
     }
     decision.passed = kept;
-    decision.failed.sort_by_key(|(i, _, _)| *i);
+    decision.failed.sort_by_key(|(i, _)| *i);
 }
 
 #[cfg(test)]

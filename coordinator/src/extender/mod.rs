@@ -382,11 +382,11 @@ impl Extender {
         let Refused {
             decision, outcome, ..
         } = self.refuse(&pod, &candidates);
+        // Every refusal is unresolvable by preemption (`filter`'s module docs).
         let refused: BTreeSet<&str> = decision
             .failed
             .iter()
-            .filter(|(_, refusal, _)| !refusal.preemption_may_help())
-            .map(|(i, _, _)| candidates.name(*i))
+            .map(|(i, _)| candidates.name(*i))
             .collect();
         if !refused.is_empty() {
             tracing::debug!(
@@ -531,12 +531,10 @@ fn encode_filter(candidates: &Candidates<'_>, decision: &FilterDecision) -> Vec<
             out.extend_from_slice(br#"]},"NodeNames":null"#);
         }
     }
-    // Refusals preemption could resolve go in FailedNodes, the others in
+    // No refusal is one preemption could resolve (`filter`'s module docs): all go in
     // FailedAndUnresolvableNodes, so kube-scheduler never preempts on them.
-    out.extend_from_slice(br#","FailedNodes":{"#);
-    push_failed(&mut out, candidates, decision, true);
-    out.extend_from_slice(br#"},"FailedAndUnresolvableNodes":{"#);
-    push_failed(&mut out, candidates, decision, false);
+    out.extend_from_slice(br#","FailedNodes":{},"FailedAndUnresolvableNodes":{"#);
+    push_failed(&mut out, candidates, decision);
     out.extend_from_slice(br#"},"Error":""}"#);
     out
 }
@@ -553,22 +551,12 @@ fn ranker(view: &ClusterView, settings: &Settings, pods: ScavengerPods) -> Arc<d
     }
 }
 
-/// Writes the `"node":"reason"` pairs of the refusals whose preemption_may_help is `resolvable`.
-fn push_failed(
-    out: &mut Vec<u8>,
-    candidates: &Candidates<'_>,
-    decision: &FilterDecision,
-    resolvable: bool,
-) {
-    let mut first = true;
-    for (i, refusal, reason) in &decision.failed {
-        if refusal.preemption_may_help() != resolvable {
-            continue;
-        }
-        if !first {
+/// Writes the `"node":"reason"` pairs of the refusals.
+fn push_failed(out: &mut Vec<u8>, candidates: &Candidates<'_>, decision: &FilterDecision) {
+    for (k, (i, reason)) in decision.failed.iter().enumerate() {
+        if k > 0 {
             out.push(b',');
         }
-        first = false;
         push_candidate(out, candidates, *i);
         out.push(b':');
         push_str(out, reason);

@@ -13,7 +13,7 @@ use telemesh_core::policy::score::MAX_SCORE;
 use telemesh_core::reward::estimate::NEUTRAL;
 use telemesh_core::reward::{Estimate, RewardModel};
 
-use super::filter::{FilterDecision, Refusal};
+use super::filter::FilterDecision;
 use super::parse::Candidates;
 use crate::view::{NodeEntry, RewardColumn, Snapshot};
 
@@ -237,12 +237,12 @@ fn floor_by(
             d.mean(),
             d.evidence()
         );
-        decision.failed.push((i, Refusal::RewardFloor, reason));
+        decision.failed.push((i, reason));
         dropped += 1;
         false
     });
     if dropped > 0 && before_failed > 0 {
-        decision.failed.sort_by_key(|(i, _, _)| *i);
+        decision.failed.sort_by_key(|(i, _)| *i);
     }
     (applied, dropped)
 }

@@ -918,6 +918,47 @@ mod rewards {
         );
     }
 
+    /// A reward-floor refusal is as unresolvable as a dontschedule one: reported in
+    /// FailedAndUnresolvableNodes (never FailedNodes) and dropped from preemption's candidates.
+    #[test]
+    fn preemption_never_targets_a_node_the_reward_floor_refuses() {
+        let entries = vec![
+            node_with("bad", Some(50.0), &[(TYPE, failing(Duration::ZERO))]),
+            node_with("ok", Some(50.0), &[(TYPE, "3,0@0".into())]),
+        ];
+        let ext = with_settings(
+            entries,
+            RewardSettings {
+                floor: Some(0.4),
+                ..RewardSettings::default()
+            },
+        );
+        let r = filter_result(&ext.filter(&body(typed_pod(None, "D"), &["bad", "ok"])));
+        assert!(r.failed_nodes.is_empty());
+        assert_eq!(
+            r.failed_and_unresolvable_nodes.keys().collect::<Vec<_>>(),
+            ["bad"]
+        );
+        let victims = |uid: &str| MetaVictims {
+            pods: vec![MetaPod { uid: uid.into() }],
+            num_pdb_violations: 0,
+        };
+        let args = ExtenderPreemptionArgs {
+            pod: Some(typed_pod(None, "D")),
+            node_name_to_victims: None,
+            node_name_to_meta_victims: Some(BTreeMap::from([
+                ("bad".to_owned(), victims("v-bad")),
+                ("ok".to_owned(), victims("v-ok")),
+            ])),
+        };
+        let h = ext.preempt(&serde_json::to_vec(&args).unwrap());
+        let r: ExtenderPreemptionResult = serde_json::from_slice(&h.reply.body).unwrap();
+        assert_eq!(
+            r.node_name_to_meta_victims,
+            Some(BTreeMap::from([("ok".to_owned(), victims("v-ok"))]))
+        );
+    }
+
     #[tokio::test]
     async fn reward_decisions_are_counted() {
         use ::http::Request;

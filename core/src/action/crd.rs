@@ -15,6 +15,7 @@ pub const CRD_YAML: &str = include_str!("../../../deploy/crds/workloadactions.te
 
 /// `spec`: what was asked, by whom, when. Immutable once created (a CEL rule says so).
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[kube(
     group = "telemesh.io",
     version = "v1alpha1",
@@ -59,6 +60,7 @@ pub struct WorkloadActionSpec {
 
 /// The authenticated caller.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct Requester {
     /// User name (`system:anonymous` when the API runs with `--api-auth none`).
     #[serde(default)]
@@ -73,6 +75,7 @@ pub struct Requester {
 
 /// Where an action is in its life.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub enum ActionPhase {
     /// Accepted, waiting for its turn.
     #[default]
@@ -107,6 +110,7 @@ impl ActionPhase {
 
 /// `status`: written only by the executor on the leader.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct WorkloadActionStatus {
     /// Phase; absent means Pending.
@@ -149,6 +153,7 @@ pub struct WorkloadActionStatus {
 
 /// An object an action touched.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ObjectRef {
     /// Kind (`Deployment`, `StatefulSet`, `Pod`, ...).
@@ -191,6 +196,7 @@ impl std::fmt::Display for ObjectRef {
 
 /// Whether a step is under way or finished.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub enum StepState {
     /// Recorded before touching anything.
     Started,
@@ -202,6 +208,7 @@ pub enum StepState {
 
 /// One step of an action.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Step {
     /// What the step does (`ScaleUp`, `AwaitReady`, `DeletePod`, ...).
@@ -227,6 +234,7 @@ pub struct Step {
 
 /// A replica count change.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct ReplicaChange {
     /// The count before.
     pub from: i32,
@@ -237,6 +245,7 @@ pub struct ReplicaChange {
 /// A placement the extender enforces: the next pod of `workload` with template hash
 /// `pod_template_hash` (and, for a StatefulSet ordinal, exactly `pod`) may go only to `node`.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Placement {
     /// The workload whose new pod is placed.
@@ -257,6 +266,7 @@ pub struct Placement {
 
 /// A pod an action created or removed.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct PodRecord {
     /// Namespace.
@@ -273,6 +283,7 @@ pub struct PodRecord {
 
 /// Delivery of the callback.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct CallbackStatus {
     /// Whether the callee answered 2xx.
@@ -304,6 +315,18 @@ mod tests {
         assert_eq!(crd.spec.names.kind, "WorkloadAction");
         assert_eq!(crd.spec.names.plural, "workloadactions");
         assert_eq!(crd.spec.versions[0].name, "v1alpha1");
+    }
+
+    #[test]
+    fn the_manifest_schema_has_the_fields_of_the_rust_types() {
+        use crate::crd_parity::{assert_fields_match, schema_of};
+        assert_fields_match(
+            CRD_YAML,
+            schema_of::<WorkloadActionSpec>(),
+            schema_of::<WorkloadActionStatus>(),
+            &[],
+            &[],
+        );
     }
 
     #[test]

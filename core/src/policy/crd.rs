@@ -16,6 +16,7 @@ pub const CRD_YAML: &str =
 
 /// `spec` of a TASPolicy.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[kube(
     group = "telemetry.intel.com",
     version = "v1alpha1",
@@ -34,6 +35,7 @@ pub struct TASPolicySpec {
 
 /// One strategy of a policy.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct TASPolicyStrategy {
     /// TAS overwrites this with `metadata.name`; read and ignored.
     #[serde(
@@ -56,6 +58,7 @@ pub struct TASPolicyStrategy {
 
 /// One rule: a metric compared with a target.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct TASPolicyRule {
     /// Metric name as the Prometheus adapter exposes it (`health_metric`) or in full
     /// (`node_health_metric`).
@@ -75,6 +78,7 @@ pub struct TASPolicyRule {
 /// `status`: TAS declared `compliance` and `message` and never wrote them; Telemesh adds per-node
 /// violations (each agent writes only its own node's key) and the policy's problems.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct TASPolicyStatus {
     /// TAS's declared field, kept for compatibility.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -92,6 +96,7 @@ pub struct TASPolicyStatus {
 
 /// What one node violates, written by that node's agent.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct NodeViolation {
     /// Violated strategies (`deschedule`, `labeling`, ...).
     #[serde(default)]
@@ -106,6 +111,7 @@ pub struct NodeViolation {
 
 /// One violated rule and the measured value.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct ViolatedRule {
     /// The strategy the rule belongs to.
     pub strategy: String,
@@ -139,6 +145,18 @@ mod tests {
         assert_eq!(
             crd["spec"]["versions"][0]["name"],
             TASPolicy::version(&()).as_ref()
+        );
+    }
+
+    #[test]
+    fn the_manifest_schema_has_the_fields_of_the_rust_types() {
+        use crate::crd_parity::{assert_fields_match, schema_of};
+        assert_fields_match(
+            CRD_YAML,
+            schema_of::<TASPolicySpec>(),
+            schema_of::<TASPolicyStatus>(),
+            &[],
+            &[],
         );
     }
 

@@ -22,6 +22,7 @@ pub const PRIORITY_CLASS_YAML: &str = include_str!("../../../deploy/priorityclas
 
 /// `spec`: what to run and how it checkpoints.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[kube(
     group = "telemesh.io",
     version = "v1alpha1",
@@ -74,6 +75,7 @@ fn one() -> i32 {
 
 /// One environment variable.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct EnvVar {
     /// Name.
     pub name: String,
@@ -84,6 +86,7 @@ pub struct EnvVar {
 
 /// One volume: exactly one source (a CEL rule says so) and where it is mounted.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Volume {
     /// The volume's name in the pod.
@@ -106,6 +109,7 @@ pub struct Volume {
 
 /// `persistentVolumeClaim`.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ClaimSource {
     /// The claim's name.
@@ -114,6 +118,7 @@ pub struct ClaimSource {
 
 /// `configMap`.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct ConfigMapSource {
     /// The ConfigMap's name.
     pub name: String,
@@ -121,6 +126,7 @@ pub struct ConfigMapSource {
 
 /// `secret`.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct SecretSource {
     /// The Secret's name.
@@ -166,6 +172,7 @@ impl Volume {
 
 /// `podMetadata`.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct PodMetadata {
     /// Labels added to every pod.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -177,8 +184,10 @@ pub struct PodMetadata {
 
 /// Where a ScavengerJob is in its life.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub enum Phase {
-    /// Waiting for its first turn (or for another one after its Job stayed unschedulable).
+    /// Waiting for its first turn (or for another one after its pods stayed unschedulable, or
+    /// did not start for a cause that may clear by itself).
     #[default]
     Pending,
     /// Its Job exists.
@@ -187,7 +196,8 @@ pub enum Phase {
     Interrupted,
     /// Every pod finished.
     Succeeded,
-    /// A pod failed on its own, or the job cannot run (missing volumes); `message` says why.
+    /// A pod failed on its own, or the job cannot run (missing volumes, a pod that cannot start
+    /// until someone changes something); `message` says why.
     Failed,
 }
 
@@ -225,6 +235,7 @@ impl Phase {
 
 /// `status`: written only by the controller on the leader.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ScavengerJobStatus {
     /// Phase; absent means Pending.
@@ -372,6 +383,23 @@ mod tests {
             .map(|c| c.name.clone())
             .collect();
         assert_eq!(columns, ["Phase", "Interrupted", "Running-For", "Age"]);
+    }
+
+    #[test]
+    fn the_manifest_schema_has_the_fields_of_the_rust_types() {
+        use crate::crd_parity::{assert_fields_match, schema_of};
+        assert_fields_match(
+            CRD_YAML,
+            schema_of::<ScavengerJobSpec>(),
+            schema_of::<ScavengerJobStatus>(),
+            &[],
+            &[(
+                "spec.resources.claims",
+                "the spec reuses the core ResourceRequirements, but the controller creates no \
+                 pod-level resourceClaims for container claims to name, so the CRD offers only \
+                 requests and limits",
+            )],
+        );
     }
 
     #[test]

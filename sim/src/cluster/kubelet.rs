@@ -14,6 +14,14 @@
 //! after the container started (again after each restart); one without is ready once running.
 //! Liveness and startup probes never fail (use fault rules to crash containers).
 //!
+//! Starting: as a kubelet, the stand-in starts a pod's containers only once nothing keeps them
+//! ([`container_start`](super::container_start): a Secret or ConfigMap volume that is missing,
+//! an image reference that does not parse or a pod annotated `sim.telemesh.io/image-pull: fail`,
+//! an environment variable's missing Secret or ConfigMap). Meanwhile the pod stays `Pending` with
+//! its containers waiting (`ContainerCreating`, `InvalidImageName`, `ErrImagePull` then
+//! `ImagePullBackOff` until the next pull, `CreateContainerConfigError`), and the stand-in looks
+//! again every second (a pull: after the kubelet's image back-off, the crash back-off's).
+//!
 //! Each stand-in watches only the pods bound to its node (`spec.nodeName`), as a kubelet does.
 //!
 //! Graceful deletion: a real API server only marks a deleted pod (`deletionTimestamp`) and
@@ -33,9 +41,11 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
 use kube::runtime::{reflector, watcher};
 use kube::{Client, ResourceExt as _};
 use serde_json::{Value, json};
+use telemesh_core::backoff::Backoff;
 use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
 
+use super::container_start::{self, Blocker};
 use super::workload::{End, Run, Workloads};
 
 /// The annotation that makes a pod's containers exit 0 after a while (Job pods).
@@ -66,33 +76,8 @@ pub struct FaultRule {
     pub every: Duration,
 }
 
-/// The kubelet's back-off after a crash: `base`, doubled per restart, capped at `max`.
-#[derive(Debug, Clone, Copy)]
-pub struct Backoff {
-    /// First back-off (kubelet: 10 s).
-    pub base: Duration,
-    /// Cap (kubelet: 5 min).
-    pub max: Duration,
-}
-
-impl Default for Backoff {
-    fn default() -> Self {
-        Self {
-            base: Duration::from_secs(10),
-            max: Duration::from_secs(300),
-        }
-    }
-}
-
-impl Backoff {
-    /// The wait before restart number `restarts` (1 = after the first crash).
-    pub fn after(&self, restarts: i32) -> Duration {
-        let doublings = u32::try_from(restarts.saturating_sub(1))
-            .unwrap_or(0)
-            .min(16);
-        self.base.saturating_mul(1 << doublings).min(self.max)
-    }
-}
+/// The kubelet's back-off after a crash: 10 s, doubled per restart, capped at 5 min.
+pub const CRASH_BACKOFF: Backoff = Backoff::new(Duration::from_secs(10), Duration::from_secs(300));
 
 /// One simulated node's kubelet.
 #[derive(Debug, Clone)]
@@ -101,7 +86,8 @@ pub struct Kubelet {
     pub node: String,
     /// Third octet of the node's pod IPs (`10.244.<n>.x`).
     pub index: u8,
-    /// Crash back-off.
+    /// Crash back-off: the wait before restart number `n` (1 = after the first crash) is its
+    /// [`Backoff::nominal`]`(n)` ([`CRASH_BACKOFF`] as the kubelet has it).
     pub backoff: Backoff,
     /// The node's host root (the directory its agent reads with `--host-root`), where the
     /// kubelet keeps pods' `emptyDir`s: checkpoint markers are touched there. None: no files.
@@ -110,12 +96,32 @@ pub struct Kubelet {
     pub workloads: Workloads,
 }
 
+/// How often the stand-in looks again at what keeps a pod's containers from starting (a pull
+/// waits for the back-off instead).
+const LOOK_AGAIN: Duration = Duration::from_secs(1);
+
 /// A container's life as the kubelet plays it.
 #[derive(Debug, Clone, PartialEq)]
 enum Life {
-    Running { since: Instant, at: String },
-    BackOff { until: Instant },
-    Exited { code: i32, reason: &'static str },
+    /// Not started: `blocker` keeps it (as last looked at, `attempts` pulls so far); looked at
+    /// again at `look_again`; `backing_off` once a failed pull has been reported.
+    Waiting {
+        blocker: Blocker,
+        attempts: i32,
+        look_again: Instant,
+        backing_off: bool,
+    },
+    Running {
+        since: Instant,
+        at: String,
+    },
+    BackOff {
+        until: Instant,
+    },
+    Exited {
+        code: i32,
+        reason: &'static str,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -132,6 +138,11 @@ struct Tracked {
 }
 
 impl Kubelet {
+    /// The back-off before try number `n` (a restart after a crash, an image pull again).
+    fn backoff_after(&self, n: i32) -> Duration {
+        self.backoff.nominal(u32::try_from(n).unwrap_or(0))
+    }
+
     /// Runs until `stop`, with the fault rules `faults` currently holds.
     pub async fn run(
         self,
@@ -193,6 +204,20 @@ impl Kubelet {
                     }
                     continue;
                 }
+                // What keeps its containers from starting, looked at for a new pod and when a
+                // waiting one is due.
+                let due = match tracked.get(&uid) {
+                    None => !super::pod_state::is_terminal(&pod),
+                    Some(t) => {
+                        matches!(t.life, Life::Waiting { look_again, .. } if now >= look_again)
+                    }
+                };
+                let found = if due {
+                    Some(container_start::blocker(&client, &pod).await)
+                } else {
+                    None
+                };
+                let new = !tracked.contains_key(&uid);
                 let t = tracked.entry(uid).or_insert_with(|| {
                     next_ip = next_ip.wrapping_add(1).max(2);
                     Tracked {
@@ -205,14 +230,15 @@ impl Kubelet {
                         ip: format!("10.244.{}.{}", self.index, next_ip),
                         started_at: crate::apiserver::lifecycle::now(),
                         written: None,
-                        run: (!super::pod_state::is_terminal(&pod))
-                            .then(|| self.workloads.begin(&pod, self.host_root.as_deref()))
-                            .flatten(),
+                        run: None,
                     }
                 });
                 if t.written.is_none() && super::pod_state::is_terminal(&pod) {
                     // Finished before this kubelet saw it (a restart of the dev cluster): leave it.
                     continue;
+                }
+                if new || matches!(t.life, Life::Waiting { .. }) {
+                    self.wait(&pod, t, found, now);
                 }
                 self.advance(&pod, t, &rules, now);
                 let status = status(&pod, t, now);
@@ -247,11 +273,48 @@ impl Kubelet {
         }
     }
 
+    /// Moves a pod whose containers have not started on: `found` is what keeps them now when
+    /// it was looked at this pass (None inside: nothing, they start), None when not due. A failed
+    /// pull is reported once (`ErrImagePull`), then as back-off until the next attempt.
+    fn wait(&self, pod: &Pod, t: &mut Tracked, found: Option<Option<Blocker>>, now: Instant) {
+        let (attempts, backing_off) = match &mut t.life {
+            Life::Waiting {
+                attempts,
+                backing_off,
+                ..
+            } => (*attempts, backing_off),
+            _ => (0, &mut false),
+        };
+        match found {
+            None => *backing_off = true,
+            Some(None) => {
+                t.life = Life::Running {
+                    since: now,
+                    at: crate::apiserver::lifecycle::now(),
+                };
+                t.run = self.workloads.begin(pod, self.host_root.as_deref());
+            }
+            Some(Some(blocker)) => {
+                let (attempts, look_again) = if blocker.is_pull() {
+                    (attempts + 1, now + self.backoff_after(attempts + 1))
+                } else {
+                    (attempts, now + LOOK_AGAIN)
+                };
+                t.life = Life::Waiting {
+                    blocker,
+                    attempts,
+                    look_again,
+                    backing_off: false,
+                };
+            }
+        }
+    }
+
     /// Moves a container's life on: exits, faults, restarts after back-off.
     fn advance(&self, pod: &Pod, t: &mut Tracked, rules: &[FaultRule], now: Instant) {
         let policy = restart_policy(pod);
         match t.life.clone() {
-            Life::Exited { .. } => {}
+            Life::Exited { .. } | Life::Waiting { .. } => {}
             Life::BackOff { until } => {
                 if now >= until {
                     t.life = Life::Running {
@@ -314,7 +377,7 @@ impl Kubelet {
                         }
                     } else {
                         Life::BackOff {
-                            until: now + self.backoff.after(t.restarts),
+                            until: now + self.backoff_after(t.restarts),
                         }
                     };
                 } else {
@@ -342,9 +405,21 @@ async fn finish(client: &Client, pod: &Pod, t: Option<&mut Tracked>, now: Instan
                 "finishedAt": crate::apiserver::lifecycle::now(),
             }}));
         }
-        t.life = Life::Exited {
-            code: 143,
-            reason: "Error",
+        t.life = if matches!(t.life, Life::Waiting { .. }) {
+            // Never started: the kubelet has no container to stop or report.
+            t.last_termination = Some(json!({"terminated": {
+                "exitCode": 137, "reason": "ContainerStatusUnknown",
+                "message": "The container could not be located when the pod was terminated",
+            }}));
+            Life::Exited {
+                code: 137,
+                reason: "ContainerStatusUnknown",
+            }
+        } else {
+            Life::Exited {
+                code: 143,
+                reason: "Error",
+            }
         };
         let patch = json!({ "status": status(pod, t, now) });
         if let Err(e) = api
@@ -440,6 +515,18 @@ fn status(pod: &Pod, t: &Tracked, now: Instant) -> Value {
         running_for.is_some_and(|ran| ran >= readiness_delay(c))
     };
     let (phase, ready, state) = match &t.life {
+        Life::Waiting {
+            blocker,
+            backing_off,
+            ..
+        } => {
+            let (reason, message) = blocker.waiting(*backing_off);
+            let mut waiting = json!({"reason": reason});
+            if let Some(m) = message {
+                waiting["message"] = json!(m);
+            }
+            ("Pending", false, json!({ "waiting": waiting }))
+        }
         Life::Running { at, .. } => (
             "Running",
             running_for.is_some_and(|ran| ran >= slowest),
@@ -477,6 +564,13 @@ fn status(pod: &Pod, t: &Tracked, now: Instant) -> Value {
             {
                 s["lastState"] = last.clone();
             }
+            if matches!(t.life, Life::Waiting { .. }) {
+                // Never created: no container ID, no image pulled.
+                s["imageID"] = json!("");
+                if let Some(s) = s.as_object_mut() {
+                    s.remove("containerID");
+                }
+            }
             s
         })
         .collect();
@@ -495,6 +589,8 @@ fn status(pod: &Pod, t: &Tracked, now: Instant) -> Value {
         }
         c
     };
+    // No sandbox (and no IP) while a volume is not mounted.
+    let sandbox = !matches!(&t.life, Life::Waiting { blocker, .. } if !blocker.has_sandbox());
     let mut status = json!({
         "phase": phase,
         "hostIP": "127.0.0.1",
@@ -503,7 +599,7 @@ fn status(pod: &Pod, t: &Tracked, now: Instant) -> Value {
         "podIPs": [{"ip": t.ip}],
         "startTime": t.started_at,
         "conditions": [
-            condition("PodReadyToStartContainers", true),
+            condition("PodReadyToStartContainers", sandbox),
             condition("Initialized", true),
             ready_condition("Ready"),
             ready_condition("ContainersReady"),
@@ -511,6 +607,10 @@ fn status(pod: &Pod, t: &Tracked, now: Instant) -> Value {
         ],
         "containerStatuses": containers,
     });
+    if !sandbox && let Some(s) = status.as_object_mut() {
+        s.remove("podIP");
+        s.remove("podIPs");
+    }
     // Conditions others own (the scheduler's DisruptionTarget, a readiness gate's) stay, as
     // kubelet's status manager keeps them: the merge patch replaces the whole list.
     let theirs = pod
@@ -566,10 +666,7 @@ mod tests {
         Kubelet {
             node: "n1".into(),
             index: 0,
-            backoff: Backoff {
-                base: Duration::from_secs(10),
-                max: Duration::from_secs(40),
-            },
+            backoff: Backoff::new(Duration::from_secs(10), Duration::from_secs(40)),
             host_root: None,
             workloads: Workloads::default(),
         }
@@ -641,8 +738,8 @@ mod tests {
             s["containerStatuses"][0]["lastState"]["terminated"]["reason"],
             "Error"
         );
-        assert_eq!(k.backoff.after(2), Duration::from_secs(20));
-        assert_eq!(k.backoff.after(9), Duration::from_secs(40), "capped");
+        assert_eq!(k.backoff_after(2), Duration::from_secs(20));
+        assert_eq!(k.backoff_after(9), Duration::from_secs(40), "capped");
     }
 
     #[test]
@@ -785,6 +882,99 @@ mod tests {
         assert_eq!(report.total.wasted_seconds, 10.0, "counted once");
         assert_eq!(report.total.interruptions, 1);
         assert_eq!(report.jobs["/Pod/p"].saved_seconds, 60.0);
+    }
+
+    #[test]
+    fn a_refused_image_fails_to_pull_backs_off_and_is_pulled_again() {
+        let k = kubelet();
+        let t0 = Instant::now();
+        let at = |s: u64| t0 + Duration::from_secs(s);
+        let p = pod(
+            "Never",
+            json!({}),
+            json!({container_start::IMAGE_PULL_ANNOTATION: "fail"}),
+        );
+        let refused = || container_start::blocker_in(&p, &Default::default());
+        let mut t = fresh(t0);
+        k.wait(&p, &mut t, Some(refused()), t0);
+        let waiting = |t: &Tracked, now| status(&p, t, now)["containerStatuses"][0].clone();
+        let s = status(&p, &t, t0);
+        assert_eq!(s["phase"], "Pending");
+        assert_eq!(s["podIP"], "10.244.0.3", "the sandbox exists");
+        let c = waiting(&t, t0);
+        assert_eq!(c["state"]["waiting"]["reason"], "ErrImagePull");
+        assert_eq!((&c["started"], &c["ready"]), (&json!(false), &json!(false)));
+        assert_eq!(c["imageID"], "");
+        assert!(c.get("containerID").is_none(), "never created");
+        // The next pass, inside the 10 s back-off: reported as back-off.
+        k.wait(&p, &mut t, None, at(1));
+        let c = waiting(&t, at(1));
+        assert_eq!(c["state"]["waiting"]["reason"], "ImagePullBackOff");
+        assert_eq!(
+            c["state"]["waiting"]["message"],
+            "Back-off pulling image \"demo\""
+        );
+        assert!(
+            matches!(t.life, Life::Waiting { look_again, attempts: 1, .. } if look_again == at(10))
+        );
+        // The second attempt fails too: back-off doubles.
+        k.wait(&p, &mut t, Some(refused()), at(10));
+        assert_eq!(
+            waiting(&t, at(10))["state"]["waiting"]["reason"],
+            "ErrImagePull"
+        );
+        assert!(
+            matches!(t.life, Life::Waiting { look_again, attempts: 2, .. } if look_again == at(30))
+        );
+        // Pulled at last: the container starts.
+        k.wait(&p, &mut t, Some(None), at(30));
+        let s = status(&p, &t, at(30));
+        assert_eq!(s["phase"], "Running");
+        assert!(s["containerStatuses"][0]["state"]["running"].is_object());
+    }
+
+    #[test]
+    fn a_missing_volume_leaves_no_sandbox_until_it_appears() {
+        let k = kubelet();
+        let t0 = Instant::now();
+        let p: Pod = serde_json::from_value(json!({
+            "metadata": {"name": "p", "uid": "u1", "namespace": "batch"},
+            "spec": {"nodeName": "n1", "restartPolicy": "Never",
+                     "containers": [{"name": "main", "image": "demo"}],
+                     "volumes": [{"name": "token", "secret": {"secretName": "token"}}]}
+        }))
+        .unwrap();
+        let missing = container_start::Objects::from([(
+            (container_start::Kind::Secret, "token".to_owned()),
+            container_start::Found::Missing,
+        )]);
+        let mut t = fresh(t0);
+        k.wait(
+            &p,
+            &mut t,
+            Some(container_start::blocker_in(&p, &missing)),
+            t0,
+        );
+        let s = status(&p, &t, t0);
+        assert_eq!(s["phase"], "Pending");
+        assert!(s.get("podIP").is_none() && s.get("podIPs").is_none());
+        assert_eq!(s["conditions"][0]["type"], "PodReadyToStartContainers");
+        assert_eq!(s["conditions"][0]["status"], "False");
+        assert_eq!(s["conditions"][4]["type"], "PodScheduled");
+        assert_eq!(s["conditions"][4]["status"], "True");
+        let w = &s["containerStatuses"][0]["state"]["waiting"];
+        assert_eq!(w["reason"], "ContainerCreating");
+        assert!(w.get("message").is_none());
+        // Looked at again a second later: still missing, still waiting.
+        assert!(
+            matches!(t.life, Life::Waiting { look_again, .. } if look_again == t0 + LOOK_AGAIN)
+        );
+        // The Secret is created: the next look starts the container.
+        k.wait(&p, &mut t, Some(None), t0 + LOOK_AGAIN);
+        let s = status(&p, &t, t0 + LOOK_AGAIN);
+        assert_eq!(s["phase"], "Running");
+        assert_eq!(s["podIP"], "10.244.0.3");
+        assert_eq!(s["conditions"][0]["status"], "True");
     }
 
     #[test]

@@ -20,7 +20,9 @@ use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
 use k8s_openapi::api::core::v1::{Pod, Secret};
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::core::Selector;
 use kube::discovery::{self, Scope};
 use kube::{Client, ResourceExt as _};
 use serde::Deserialize as _;
@@ -62,8 +64,8 @@ pub struct Component {
     pub namespace: String,
     pub name: String,
     pub service_account: String,
-    /// Its pods' label selector (`k=v,...`).
-    pub selector: String,
+    /// The query of its pods (its `spec.selector`).
+    pub selector: Selector,
     /// Its (first) container's arguments.
     pub args: Vec<String>,
 }
@@ -118,17 +120,10 @@ fn component(objects: &[DynamicObject], of_kind: &str) -> anyhow::Result<Compone
         bail!("deploy/manifests/telemesh.yaml should hold exactly one {of_kind}");
     };
     let spec = &object.data["spec"];
-    let selector = spec["selector"]["matchLabels"]
-        .as_object()
-        .map(|labels| {
-            labels
-                .iter()
-                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
-                .collect::<Vec<_>>()
-                .join(",")
-        })
-        .filter(|s| !s.is_empty())
-        .with_context(|| format!("the chart's {of_kind} has no spec.selector.matchLabels"))?;
+    let selector: LabelSelector = serde_json::from_value(spec["selector"].clone())
+        .with_context(|| format!("the chart's {of_kind}'s spec.selector is not a LabelSelector"))?;
+    let selector = telemesh_core::selector::of_workload(&selector)
+        .with_context(|| format!("the chart's {of_kind}'s spec.selector"))?;
     let service_account = spec["template"]["spec"]["serviceAccountName"]
         .as_str()
         .with_context(|| format!("the chart's {of_kind} names no serviceAccountName"))?
@@ -353,7 +348,7 @@ pub async fn wait_component_pods(
 /// `component`'s pods that run and are not being deleted.
 async fn running_pods(client: &Client, component: &Component) -> anyhow::Result<Vec<Pod>> {
     let pods = Api::<Pod>::namespaced(client.clone(), &component.namespace)
-        .list(&ListParams::default().labels(&component.selector))
+        .list(&ListParams::default().labels_from(&component.selector))
         .await
         .with_context(|| format!("listing the pods of {}", component.name))?;
     Ok(pods
@@ -541,6 +536,7 @@ mod tests {
             chart
                 .agent
                 .selector
+                .to_string()
                 .contains("app.kubernetes.io/component=agent"),
             "{}",
             chart.agent.selector

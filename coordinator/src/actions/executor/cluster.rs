@@ -12,6 +12,7 @@ use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::api::{ListParams, Patch, PatchParams};
+use kube::core::Selector;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::wait::await_condition;
 use kube::runtime::watcher::{self, Event};
@@ -45,8 +46,8 @@ pub fn is_not_found(e: &kube::Error) -> bool {
 pub struct WorkloadState {
     /// `spec.replicas`.
     pub replicas: i32,
-    /// `spec.selector.matchLabels` as a label selector.
-    pub selector: String,
+    /// `spec.selector` (`matchLabels` and `matchExpressions`) as the query of its pods.
+    pub selector: Selector,
 }
 
 /// Reads a Deployment or StatefulSet.
@@ -63,7 +64,7 @@ pub async fn workload(client: &Client, w: &ObjectRef) -> Result<WorkloadState, F
             let replicas = spec.replicas.unwrap_or(1);
             Ok(WorkloadState {
                 replicas,
-                selector: selector_string(&spec.selector),
+                selector: pod_query(w, &spec.selector)?,
             })
         }
         "StatefulSet" => {
@@ -76,7 +77,7 @@ pub async fn workload(client: &Client, w: &ObjectRef) -> Result<WorkloadState, F
             let replicas = spec.replicas.unwrap_or(1);
             Ok(WorkloadState {
                 replicas,
-                selector: selector_string(&spec.selector),
+                selector: pod_query(w, &spec.selector)?,
             })
         }
         other => Err(Failure::Unsupported(format!(
@@ -141,14 +142,11 @@ pub async fn wait_settled(
     }
 }
 
-fn selector_string(selector: &LabelSelector) -> String {
-    selector
-        .match_labels
-        .iter()
-        .flatten()
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect::<Vec<_>>()
-        .join(",")
+/// `w`'s `spec.selector` as the query of its pods ([`telemesh_core::selector::of_workload`]).
+fn pod_query(w: &ObjectRef, selector: &LabelSelector) -> Result<Selector, Failure> {
+    telemesh_core::selector::of_workload(selector).map_err(|e| {
+        Failure::Unsupported(format!("{w} has a spec.selector actions cannot use: {e}"))
+    })
 }
 
 /// What [`set_replicas`] found.
@@ -222,10 +220,10 @@ pub async fn pods_of(client: &Client, w: &ObjectRef) -> Result<Vec<Pod>, Failure
 pub async fn pods_selected(
     client: &Client,
     w: &ObjectRef,
-    selector: &str,
+    selector: &Selector,
 ) -> Result<Vec<Pod>, Failure> {
     let pods = Api::<Pod>::namespaced(client.clone(), &w.namespace)
-        .list(&ListParams::default().labels(selector))
+        .list(&ListParams::default().labels_from(selector))
         .await
         .map_err(api_error(format!("listing the pods of {w}")))?;
     Ok(pods
@@ -329,10 +327,10 @@ impl Drop for PodWatch {
 }
 
 impl PodWatch {
-    fn open(client: &Client, namespace: &str, selector: &str) -> Self {
+    fn open(client: &Client, namespace: &str, selector: &Selector) -> Self {
         let (store, writer) = reflector::store::<Pod>();
         let api = Api::<Pod>::namespaced(client.clone(), namespace);
-        let config = watcher::Config::default().labels(selector);
+        let config = watcher::Config::default().labels_from(selector);
         let (changed, _) = watch::channel(());
         let task = tokio::spawn({
             let changed = changed.clone();
@@ -365,7 +363,7 @@ impl PodWatch {
 impl PodWatches {
     /// The open watch of `namespace`'s pods matching `selector`, opened if there is none (or
     /// its task ended); closes the idle ones.
-    fn get(&self, client: &Client, namespace: &str, selector: &str) -> Arc<PodWatch> {
+    fn get(&self, client: &Client, namespace: &str, selector: &Selector) -> Arc<PodWatch> {
         let now = Instant::now();
         let mut open = self.open.lock();
         Self::retain_used(&mut open, now);
@@ -392,7 +390,7 @@ impl PodWatches {
         &self,
         client: &Client,
         namespace: &str,
-        selector: &str,
+        selector: &Selector,
         timeout: Duration,
         mut check: impl FnMut(&[Arc<Pod>]) -> Option<R>,
     ) -> Result<Option<R>, Failure> {
@@ -442,7 +440,7 @@ impl PodWatches {
     }
 
     /// Counts the idle time of a watch from the end of its last wait.
-    fn touch(&self, namespace: &str, selector: &str) {
+    fn touch(&self, namespace: &str, selector: &Selector) {
         if let Some(s) = self
             .open
             .lock()
@@ -503,5 +501,82 @@ pub fn pod_ref(pod: &Pod) -> ObjectRef {
         namespace: pod.metadata.namespace.clone().unwrap_or_default(),
         name: pod.name_any(),
         uid: pod.metadata.uid.clone().unwrap_or_default(),
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use std::time::Duration;
+
+    use telemesh_core::testing::eventually;
+    use telemesh_sim::{Sim, SimConfig};
+    use tokio_util::sync::CancellationToken;
+
+    use super::*;
+
+    const WITHIN: Duration = Duration::from_secs(10);
+
+    fn deployment(name: &str, replicas: i32, selector: serde_json::Value) -> Deployment {
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {"replicas": replicas, "selector": selector, "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {"containers": [{"name": "main", "image": "busybox:1.36"}]}}}
+        }))
+        .unwrap()
+    }
+
+    /// A Deployment selecting with `matchExpressions` (as some Helm chart generators write it):
+    /// the executor reads that selector, lists only its pods and waits on a watch of only its
+    /// pods, not of every pod of the namespace.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_match_expressions_selector_counts_and_watches_only_the_workloads_pods() {
+        let sim = Sim::start(SimConfig::default()).await.unwrap();
+        let client = sim.client().await.unwrap();
+        let stop = CancellationToken::new();
+        let _stop = stop.clone().drop_guard();
+        tokio::spawn(telemesh_sim::cluster::controllers::run(
+            client.clone(),
+            stop,
+        ));
+        let api = Api::<Deployment>::namespaced(client.clone(), "default");
+        let web =
+            json!({"matchExpressions": [{"key": "app", "operator": "In", "values": ["web"]}]});
+        for d in [
+            deployment("web", 2, web),
+            deployment("db", 2, json!({"matchLabels": {"app": "db"}})),
+        ] {
+            api.create(&Default::default(), &d).await.unwrap();
+        }
+        let all = Api::<Pod>::namespaced(client.clone(), "default");
+        eventually("four pods", WITHIN, || async {
+            let n = all.list(&ListParams::default()).await.ok()?.items.len();
+            (n == 4).then_some(())
+        })
+        .await;
+        let w = ObjectRef::new("Deployment", "default", "web");
+        let state = workload(&client, &w).await.unwrap();
+        assert_eq!(state.selector.to_string(), "app in (web)");
+        let names: Vec<String> = pods_of(&client, &w)
+            .await
+            .unwrap()
+            .iter()
+            .map(|p| p.name_any())
+            .collect();
+        assert_eq!(names.len(), 2, "{names:?}");
+        assert!(names.iter().all(|n| n.starts_with("web-")), "{names:?}");
+        let watches = PodWatches::default();
+        let watched = watches
+            .wait(&client, "default", &state.selector, WITHIN, |pods| {
+                let mut names: Vec<String> = pods.iter().map(|p| p.name_any()).collect();
+                names.sort();
+                Some(names)
+            })
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(watched.len(), 2, "{watched:?}");
+        assert!(watched.iter().all(|n| n.starts_with("web-")), "{watched:?}");
     }
 }

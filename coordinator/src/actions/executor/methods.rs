@@ -15,6 +15,7 @@ use std::time::Duration;
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::{Binding, ObjectReference, Pod};
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::core::Selector;
 use kube::{Api, ResourceExt};
 use serde_json::json;
 use telemesh_core::action::{
@@ -381,7 +382,7 @@ async fn remove_pod(
     let scale_down = format!("{prefix}ScaleDown");
     let existing = rec.status().steps.iter().any(|s| s.name == scale_down);
     // The workload's selector and the pod's node, once read.
-    let mut seen: Option<(String, String)> = None;
+    let mut seen: Option<(Selector, String)> = None;
     let b = if existing {
         rec.begin(&scale_down, None, String::new(), None).await?
     } else {
@@ -508,7 +509,7 @@ async fn siblings_ready(
     ctx: &Context,
     w: &ObjectRef,
     pod: &ObjectRef,
-    selector: &str,
+    selector: &Selector,
 ) -> Result<(), Failure> {
     let name = pod.name.clone();
     let deadline = tokio::time::Instant::now() + ctx.settings.ready_timeout;
@@ -737,12 +738,19 @@ async fn bind(
         let name = pod.name.clone();
         let ready = ctx
             .pods
-            .wait(&ctx.client, &pod.namespace, "", deadline, |pods| {
-                pods.iter()
-                    .find(|p| p.name_any() == name)
-                    .filter(|p| cluster::is_running_and_ready(p))
-                    .map(|p| cluster::pod_ref(p))
-            })
+            // A pod of no workload: the namespace's watch (the empty selector).
+            .wait(
+                &ctx.client,
+                &pod.namespace,
+                &Selector::default(),
+                deadline,
+                |pods| {
+                    pods.iter()
+                        .find(|p| p.name_any() == name)
+                        .filter(|p| cluster::is_running_and_ready(p))
+                        .map(|p| cluster::pod_ref(p))
+                },
+            )
             .await?;
         let Some(bound) = ready else {
             return Err(Failure::Timeout(format!(

@@ -46,9 +46,9 @@ pub enum Error {
     Selector {
         /// The object (`ReplicaSet ns/x`).
         object: String,
-        /// The parser's error.
+        /// Why it is not a query.
         #[source]
-        source: kube::core::ParseExpressionError,
+        source: telemesh_core::selector::SelectorError,
     },
 }
 

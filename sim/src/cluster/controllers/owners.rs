@@ -10,6 +10,7 @@ use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
 use kube::core::Selector;
 use kube::{Api, Resource, ResourceExt as _};
 use serde::de::DeserializeOwned;
+use telemesh_core::selector::SelectorError;
 
 use super::{Error, Result};
 
@@ -39,18 +40,22 @@ pub fn is_controlled_by<K: Resource>(child: &K, uid: &str) -> bool {
         .any(|r| r.controller == Some(true) && r.uid == uid)
 }
 
-/// Parses a workload's selector. An absent or empty selector selects nothing here (upstream
-/// refuses such workloads; the sim's validation already does).
+/// Parses a workload's selector ([`telemesh_core::selector::of_workload`]). An absent or empty
+/// selector selects nothing here (upstream refuses such workloads; the sim's validation already
+/// does).
 pub fn selector<K: Resource<DynamicType = ()>>(
     owner: &K,
     sel: Option<&LabelSelector>,
 ) -> Result<Option<Selector>> {
     let Some(sel) = sel else { return Ok(None) };
-    let parsed = Selector::try_from(sel.clone()).map_err(|source| Error::Selector {
-        object: describe(owner),
-        source,
-    })?;
-    Ok((!parsed.selects_all()).then_some(parsed))
+    match telemesh_core::selector::of_workload(sel) {
+        Ok(parsed) => Ok(Some(parsed)),
+        Err(SelectorError::Empty) => Ok(None),
+        Err(source) => Err(Error::Selector {
+            object: describe(owner),
+            source,
+        }),
+    }
 }
 
 /// Lists the objects in `api` that match `selector` and are controlled by `owner`.

@@ -12,6 +12,7 @@ use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::{Container, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::api::{Api, ListParams};
+use kube::core::Selector;
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt as _};
 use tokio_util::sync::CancellationToken;
@@ -55,16 +56,10 @@ fn resource(c: &Container, limit: bool, name: &str) -> Option<String> {
     map.as_ref()?.get(name).map(|q| q.0.clone())
 }
 
-/// `matchLabels` as a label selector string.
-fn selector_string(s: Option<&LabelSelector>) -> String {
-    s.and_then(|s| s.match_labels.as_ref())
-        .map(|m| {
-            m.iter()
-                .map(|(k, v)| format!("{k}={v}"))
-                .collect::<Vec<_>>()
-                .join(",")
-        })
-        .unwrap_or_default()
+/// The query of `workload`'s pods: its `spec.selector` ([`telemesh_core::selector::of_workload`]).
+fn pod_query(workload: &str, selector: Option<&LabelSelector>) -> anyhow::Result<Selector> {
+    telemesh_core::selector::of_workload(selector.unwrap_or(&LabelSelector::default()))
+        .with_context(|| format!("{workload}'s spec.selector"))
 }
 
 impl Observer {
@@ -80,22 +75,25 @@ impl Observer {
         Api::namespaced(self.client.clone(), &self.namespace)
     }
 
-    async fn pods_of(&self, selector: &str) -> anyhow::Result<Vec<PodSeen>> {
+    async fn pods_of(&self, selector: &Selector) -> anyhow::Result<Vec<PodSeen>> {
         let list = self
             .pods()
-            .list(&ListParams::default().labels(selector))
+            .list(&ListParams::default().labels_from(selector))
             .await
             .with_context(|| format!("listing pods {selector}"))?;
         Ok(list.items.iter().map(pod_seen).collect())
     }
 
-    /// A Deployment's label selector (`k=v,...`).
-    pub async fn deployment_selector(&self, name: &str) -> anyhow::Result<String> {
+    /// The query of a Deployment's pods.
+    pub async fn deployment_selector(&self, name: &str) -> anyhow::Result<Selector> {
         let d = Api::<Deployment>::namespaced(self.client.clone(), &self.namespace)
             .get(name)
             .await
             .with_context(|| format!("reading Deployment {name}"))?;
-        Ok(selector_string(d.spec.as_ref().map(|s| &s.selector)))
+        pod_query(
+            &format!("Deployment {name}"),
+            d.spec.as_ref().map(|s| &s.selector),
+        )
     }
 
     /// A Deployment's replica count and pods.
@@ -108,7 +106,10 @@ impl Observer {
         Ok(WorkloadSeen {
             replicas: spec.and_then(|s| s.replicas).unwrap_or(1),
             pods: self
-                .pods_of(&selector_string(spec.map(|s| &s.selector)))
+                .pods_of(&pod_query(
+                    &format!("Deployment {name}"),
+                    spec.map(|s| &s.selector),
+                )?)
                 .await?,
         })
     }
@@ -123,7 +124,10 @@ impl Observer {
         Ok(WorkloadSeen {
             replicas: spec.and_then(|s| s.replicas).unwrap_or(1),
             pods: self
-                .pods_of(&selector_string(spec.map(|s| &s.selector)))
+                .pods_of(&pod_query(
+                    &format!("StatefulSet {name}"),
+                    spec.map(|s| &s.selector),
+                )?)
                 .await?,
         })
     }
@@ -178,10 +182,13 @@ impl Observer {
 
     /// Starts following the live Ready pods of `selector`; returns once the watch has its first
     /// full list, so every change after this call is seen.
-    pub async fn follow_ready(&self, selector: &str) -> anyhow::Result<ReadyFloor> {
+    pub async fn follow_ready(&self, selector: &Selector) -> anyhow::Result<ReadyFloor> {
         let stop = CancellationToken::new();
         let (synced_tx, synced) = tokio::sync::oneshot::channel();
-        let stream = watcher(self.pods(), watcher::Config::default().labels(selector));
+        let stream = watcher(
+            self.pods(),
+            watcher::Config::default().labels_from(selector),
+        );
         let task = tokio::spawn(follow(stream, synced_tx, stop.clone()));
         tokio::time::timeout(Duration::from_secs(10), synced)
             .await
@@ -248,5 +255,84 @@ async fn follow(
             let now = ready.values().filter(|r| **r).count();
             floor = Some(floor.map_or(now, |f| f.min(now)));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use kube::api::PostParams;
+    use serde_json::json;
+    use telemesh_sim::{Sim, SimConfig};
+
+    use super::*;
+
+    async fn create<K>(client: &Client, object: serde_json::Value)
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+            + Clone
+            + serde::de::DeserializeOwned
+            + serde::Serialize
+            + std::fmt::Debug,
+    {
+        let object: K = serde_json::from_value(object).unwrap();
+        Api::<K>::namespaced(client.clone(), "default")
+            .create(&PostParams::default(), &object)
+            .await
+            .unwrap();
+    }
+
+    fn pod(name: &str, app: &str) -> serde_json::Value {
+        json!({"metadata": {"name": name, "labels": {"app": app}},
+               "spec": {"containers": [{"name": "main", "image": "busybox:1.36"}]}})
+    }
+
+    /// A workload selecting with `matchExpressions` is read with those expressions: its pods,
+    /// not every pod of the namespace.
+    #[tokio::test]
+    async fn a_match_expressions_selector_reads_only_the_workloads_pods() {
+        let sim = Sim::start(SimConfig::default()).await.unwrap();
+        let client = sim.client().await.unwrap();
+        let selector =
+            json!({"matchExpressions": [{"key": "app", "operator": "In", "values": ["web"]}]});
+        let template = |app: &str| {
+            json!({"metadata": {"labels": {"app": app}},
+                   "spec": {"containers": [{"name": "main", "image": "busybox:1.36"}]}})
+        };
+        create::<Deployment>(
+            &client,
+            json!({"metadata": {"name": "web"},
+                   "spec": {"replicas": 0, "selector": selector, "template": template("web")}}),
+        )
+        .await;
+        create::<StatefulSet>(
+            &client,
+            json!({"metadata": {"name": "web-set"},
+                   "spec": {"replicas": 0, "serviceName": "web", "selector": selector, "template": template("web")}}),
+        )
+        .await;
+        for (name, app) in [("web-1", "web"), ("web-2", "web"), ("db-1", "db")] {
+            create::<Pod>(&client, pod(name, app)).await;
+        }
+        let observer = Observer::new(client, "default");
+        assert_eq!(
+            observer
+                .deployment_selector("web")
+                .await
+                .unwrap()
+                .to_string(),
+            "app in (web)"
+        );
+        let names =
+            |w: WorkloadSeen| -> Vec<String> { w.pods.into_iter().map(|p| p.name).collect() };
+        assert_eq!(
+            names(observer.deployment("web").await.unwrap()),
+            ["web-1", "web-2"]
+        );
+        assert_eq!(
+            names(observer.stateful_set("web-set").await.unwrap()),
+            ["web-1", "web-2"]
+        );
     }
 }
