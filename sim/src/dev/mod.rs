@@ -13,8 +13,10 @@
 
 mod actions;
 mod binaries;
+mod ports;
 mod real;
 mod rewards;
+mod startup;
 mod story;
 
 use std::net::SocketAddr;
@@ -33,7 +35,7 @@ use tokio_util::sync::CancellationToken;
 use telemesh_core::gossip::keyring::Keyring;
 use telemesh_core::policy::TASPolicy;
 use telemesh_core::quic::tls::DevCa;
-use telemesh_sim::cluster::kubelet::{Backoff, Kubelet};
+use telemesh_sim::cluster::kubelet::{CRASH_BACKOFF, Kubelet};
 use telemesh_sim::cluster::machines::{self, Machine};
 use telemesh_sim::cluster::scenario::{Scenario, Telemetry};
 use telemesh_sim::cluster::scheduler::upstream::{self, Render};
@@ -43,6 +45,7 @@ use telemesh_sim::control_plane::ControlPlane;
 use telemesh_sim::{Sim, SimConfig};
 
 use self::binaries::binary;
+use self::ports::{Member, Plan, Pool};
 use self::real::{Chart, ComponentPods, ControlPlaneKind, Credential};
 use self::rewards::Placements;
 use self::story::{Story, StoryKind};
@@ -51,6 +54,9 @@ use telemesh_sim::processes::Processes;
 /// The reward half-life in the dev cluster: short, so the rewards story shows recovery within
 /// minutes (production default: 10m).
 const DEV_REWARD_HALF_LIFE: Duration = Duration::from_secs(60);
+
+/// Coordinator replicas, behind the Service stand-ins.
+const COORDINATORS: usize = 2;
 
 const DEFAULT_SCENARIO: &str = include_str!("../../dev/scenario.yaml");
 const DEMO_DEPLOYMENT: &str = include_str!("../../dev/demo.yaml");
@@ -117,6 +123,14 @@ pub struct DevArgs {
     /// scripts/actions-curl.sh).
     #[arg(long, env = "TELEMESH_DEV_STORY", value_enum, default_value = "health")]
     story: StoryKind,
+    /// Give the agents and coordinators consecutive loopback ports from this one, the same on
+    /// every run: coordinator-0 gets PORT (gossip), +1 (extender), +2 (API), +3 (HTTP),
+    /// coordinator-1 the next four, then sim-node-i gets PORT+8+3i (gossip), +1 (HTTP), +2
+    /// (QUIC). These are the ports asked for, not checked beforehand: a child that finds one
+    /// taken is restarted on random free ports, and the dev cluster says so. Default: random
+    /// free ports below the kernel's ephemeral range, never one twice.
+    #[arg(long, env = "TELEMESH_DEV_FIRST_PORT")]
+    first_port: Option<u16>,
     /// Where telemesh-agent and telemesh-coordinator are; default: beside telemesh-sim.
     #[arg(long, env = "TELEMESH_DEV_BIN_DIR")]
     bin_dir: Option<PathBuf>,
@@ -226,7 +240,11 @@ pub async fn run(args: DevArgs) -> anyhow::Result<bool> {
         let telemetry = scenario.prepare(&dir.join("nodes"), &nodes)?;
         let (faults, faults_rx) = watch::channel(Vec::new());
         let (decisions, _) = broadcast::channel(1024);
-        let plan = Plan::new(&nodes)?;
+        let pool = match args.first_port {
+            Some(first) => Pool::loopback().consecutive(first),
+            None => Pool::loopback(),
+        };
+        let mut plan = Plan::new(pool, COORDINATORS, nodes.len())?;
         // The real kube-scheduler, or sim's stand-in with the same configuration.
         let stand_in = stand_in_scheduler.then_some(scheduler_config);
         // Each kubelet keeps its pods' emptyDirs under its node's host root, where the agent reads.
@@ -236,7 +254,7 @@ pub async fn run(args: DevArgs) -> anyhow::Result<bool> {
             .map(|(i, node)| Kubelet {
                 node: node.clone(),
                 index: u8::try_from(i).unwrap_or(u8::MAX),
-                backoff: Backoff::default(),
+                backoff: CRASH_BACKOFF,
                 host_root: Some(dir.join("nodes").join(node)),
                 workloads: workloads.clone(),
             })
@@ -249,7 +267,6 @@ pub async fn run(args: DevArgs) -> anyhow::Result<bool> {
             let config = render_scheduler_config(&scheduler_text, &kubeconfig, &dir)?;
             let mut plane = plane.lock().await;
             plane.start_scheduler(&config)?;
-            story.follow_filter_metrics(plan.coordinator_metrics());
             story.say(&format!(
                 "the control plane's kube-scheduler places pods with {}; its log: {}",
                 config.display(),
@@ -260,7 +277,6 @@ pub async fn run(args: DevArgs) -> anyhow::Result<bool> {
             let config = render_scheduler_config(&scheduler_text, &kubeconfig, &dir)?;
             let args = upstream::args(&config, &dir.join("tls/kube-scheduler"), 0);
             processes.spawn("kube-scheduler", binary, &args, &dir.join("logs/kube-scheduler.log"))?;
-            story.follow_filter_metrics(plan.coordinator_metrics());
             story.say(&format!(
                 "the real kube-scheduler ({}) places pods with {}; its log: {}",
                 binary.display(),
@@ -274,24 +290,66 @@ pub async fn run(args: DevArgs) -> anyhow::Result<bool> {
         write_secret(&keys, &format!("{key_line}\n"))?;
         let identities = match (&plane_slot, &chart) {
             (Some(plane), Some(chart)) => {
-                let pods = install_telemesh(&story, &client, chart, &key_line, &nodes, plan.coordinators.len()).await?;
+                let pods = install_telemesh(&story, &client, chart, &key_line, &nodes, COORDINATORS).await?;
                 let (identities, credentials) = real_identities(&story, &client, &*plane.lock().await, chart, &pods, &nodes, &dir).await?;
                 tasks.push(tokio::spawn(real::renew_tokens(client.clone(), credentials, stop.clone())));
                 identities
             }
-            _ => Identities::shared(&kubeconfig, nodes.len(), plan.coordinators.len()),
+            _ => Identities::shared(&kubeconfig, nodes.len(), COORDINATORS),
         };
         let ca = DevCa::create(&dir.join("tls"), "telemesh-dev-ca")?;
-        for (i, node) in nodes.iter().enumerate() {
-            let tls = ca.issue(node, &[node.as_str(), "127.0.0.1"])?;
-            let args = plan.agent_args(i, node, &dir, &identities.agents[i], &keys, &tls);
-            processes.spawn(node, &agent_bin, &args, &dir.join(format!("logs/agent-{node}.log")))?;
+        let agent_tls = nodes
+            .iter()
+            .map(|node| ca.issue(node, &[node.as_str(), "127.0.0.1"]))
+            .collect::<Result<Vec<_>, _>>()?;
+        let coordinator_tls = ca.issue("coordinator", &["telemesh-coordinator", "127.0.0.1"])?;
+        for node in &nodes {
+            // The node's own /proc is the machine's: collectors report this host's figures.
+            let _ = std::os::unix::fs::symlink("/proc", dir.join("nodes").join(node).join("proc"));
         }
-        let tls = ca.issue("coordinator", &["telemesh-coordinator", "127.0.0.1"])?;
-        for (r, identity) in identities.coordinators.iter().enumerate() {
-            let mut args = plan.coordinator_args(r, identity, &keys, &tls);
-            args.extend(identities.coordinator_flags.iter().cloned());
-            processes.spawn(&format!("coordinator-{r}"), &coordinator_bin, &args, &dir.join(format!("logs/coordinator-{r}.log")))?;
+        let child_args = |plan: &Plan, member: Member| match member {
+            Member::Agent(i) => agent_args(plan, i, &nodes[i], &dir, &identities.agents[i], &keys, &agent_tls[i]),
+            Member::Coordinator(r) => {
+                let mut args = coordinator_args(plan, r, &identities.coordinators[r], &keys, &coordinator_tls);
+                args.extend(identities.coordinator_flags.iter().cloned());
+                args
+            }
+        };
+        // Coordinators first: their gossip addresses are the agents' seeds, and their
+        // extender and API ports the Services' backends, so these settle (a child that cannot
+        // bind restarted on fresh ports) before anything refers to them.
+        let coordinator_specs: Vec<startup::Spec> = (0..COORDINATORS)
+            .map(|r| startup::Spec {
+                member: Member::Coordinator(r),
+                name: format!("coordinator-{r}"),
+                program: coordinator_bin.clone(),
+                log: dir.join(format!("logs/coordinator-{r}.log")),
+            })
+            .collect();
+        let agent_specs: Vec<startup::Spec> = nodes
+            .iter()
+            .enumerate()
+            .map(|(i, node)| startup::Spec {
+                member: Member::Agent(i),
+                name: node.clone(),
+                program: agent_bin.clone(),
+                log: dir.join(format!("logs/agent-{node}.log")),
+            })
+            .collect();
+        let start_children = async {
+            startup::start(&mut processes, &mut plan, &coordinator_specs, child_args, |s| story.say(s)).await?;
+            startup::start(&mut processes, &mut plan, &agent_specs, child_args, |s| story.say(s)).await
+        };
+        // Ctrl-C while they start stops those started so far too (below, after this block).
+        tokio::select! {
+            r = start_children => r?,
+            () = interrupted() => {
+                story.say("interrupted while starting: stopping every process this command started");
+                return Ok(args.run_for.is_none());
+            }
+        }
+        if !stand_in_scheduler {
+            story.follow_filter_metrics(plan.coordinator_metrics());
         }
         let backends = plan.coordinators.iter().map(|c| c.extender).collect();
         tokio::spawn(telemesh_sim::cluster::service::serve(service, backends, stop.clone()));
@@ -755,172 +813,72 @@ async fn apply_demo(client: &Client, install_policy_crd: bool) -> anyhow::Result
     Ok(())
 }
 
-/// Loopback ports for every process, picked free now.
-struct Plan {
-    agents: Vec<AgentPorts>,
-    coordinators: Vec<CoordinatorPorts>,
+/// An agent's flags: its ports from `plan`, the coordinators (started and settled before any
+/// agent) as its gossip seeds.
+fn agent_args(
+    plan: &Plan,
+    i: usize,
+    node: &str,
+    dir: &Path,
+    kubeconfig: &Path,
+    keys: &Path,
+    tls: &telemesh_core::quic::tls::TlsFiles,
+) -> Vec<String> {
+    let ports = &plan.agents[i];
+    let host_root = dir.join("nodes").join(node);
+    vec![
+        format!("--node-name={node}"),
+        format!("--host-root={}", host_root.display()),
+        "--textfile-dir=/textfile".into(),
+        format!("--kubeconfig={}", kubeconfig.display()),
+        format!("--gossip-listen={}", ports.gossip),
+        format!("--gossip-seeds={}", plan.seeds()),
+        format!("--gossip-key-file={}", keys.display()),
+        format!("--http-listen={}", ports.http),
+        format!("--quic-listen={}", ports.quic),
+        format!("--quic-ca={}", tls.ca.display()),
+        format!("--quic-cert={}", tls.cert_chain.display()),
+        format!("--quic-key={}", tls.key.display()),
+        // Quicker than production defaults so the stories fit in minutes.
+        "--policy-interval=1s".into(),
+        "--reward-interval=1s".into(),
+        format!("--reward-half-life={}s", DEV_REWARD_HALF_LIFE.as_secs()),
+        format!(
+            "--reward-state-file={}",
+            host_root.join("rewards").display()
+        ),
+        "--violation-grace=2s".into(),
+        "--min-pod-age=5s".into(),
+    ]
 }
 
-struct AgentPorts {
-    gossip: SocketAddr,
-    http: SocketAddr,
-    quic: SocketAddr,
-}
-
-struct CoordinatorPorts {
-    gossip: SocketAddr,
-    extender: SocketAddr,
-    api: SocketAddr,
-    http: SocketAddr,
-}
-
-/// A loopback port nothing listens on now, for a child to take a moment later.
-///
-/// Chosen at random below the kernel's ephemeral range (`ip_local_port_range`), which is where
-/// every `bind(:0)` and outgoing connection of any other process gets its port: a port picked
-/// there could be handed to someone else before the child binds it (this showed as an agent
-/// failing to bind while tests ran beside the dev cluster). Below the range only another dev
-/// cluster picking the same random port at the same moment can clash, and a clash still shows
-/// as that child failing to bind, which the dev cluster reports.
-fn free_port(udp: bool) -> anyhow::Result<SocketAddr> {
-    use rand::Rng as _;
-    let ephemeral_start = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
-        .ok()
-        .and_then(|r| r.split_whitespace().next()?.parse::<u16>().ok())
-        .unwrap_or(32768);
-    let low = 10_000u16.min(ephemeral_start.saturating_sub(1));
-    let mut rng = rand::rng();
-    for _ in 0..200 {
-        let addr = SocketAddr::from(([127, 0, 0, 1], rng.random_range(low..ephemeral_start)));
-        // Both protocols free, so a port serves either.
-        if std::net::TcpListener::bind(addr).is_ok() && std::net::UdpSocket::bind(addr).is_ok() {
-            return Ok(addr);
-        }
-    }
-    // A crowded range below the ephemeral ports: fall back to the kernel's choice.
-    let any = SocketAddr::from(([127, 0, 0, 1], 0));
-    let addr = if udp {
-        std::net::UdpSocket::bind(any)?.local_addr()?
-    } else {
-        std::net::TcpListener::bind(any)?.local_addr()?
-    };
-    Ok(addr)
-}
-
-impl Plan {
-    fn new(nodes: &[String]) -> anyhow::Result<Self> {
-        let agents = nodes
-            .iter()
-            .map(|_| {
-                Ok(AgentPorts {
-                    gossip: free_port(true)?,
-                    http: free_port(false)?,
-                    quic: free_port(true)?,
-                })
-            })
-            .collect::<anyhow::Result<_>>()?;
-        let coordinators = (0..2)
-            .map(|_| {
-                Ok(CoordinatorPorts {
-                    gossip: free_port(true)?,
-                    extender: free_port(false)?,
-                    api: free_port(false)?,
-                    http: free_port(false)?,
-                })
-            })
-            .collect::<anyhow::Result<_>>()?;
-        Ok(Self {
-            agents,
-            coordinators,
-        })
-    }
-
-    fn seeds(&self) -> String {
-        self.agents
-            .iter()
-            .take(2)
-            .map(|a| a.gossip.to_string())
-            .collect::<Vec<_>>()
-            .join(",")
-    }
-
-    fn coordinator_metrics(&self) -> Vec<String> {
-        self.coordinators
-            .iter()
-            .map(|c| format!("http://{}/metrics", c.http))
-            .collect()
-    }
-
-    fn coordinator_apis(&self) -> Vec<String> {
-        self.coordinators
-            .iter()
-            .map(|c| format!("http://{}", c.api))
-            .collect()
-    }
-
-    fn agent_args(
-        &self,
-        i: usize,
-        node: &str,
-        dir: &Path,
-        kubeconfig: &Path,
-        keys: &Path,
-        tls: &telemesh_core::quic::tls::TlsFiles,
-    ) -> Vec<String> {
-        let ports = &self.agents[i];
-        let host_root = dir.join("nodes").join(node);
-        // The node's own /proc is the machine's: collectors report this host's figures.
-        let _ = std::os::unix::fs::symlink("/proc", host_root.join("proc"));
-        vec![
-            format!("--node-name={node}"),
-            format!("--host-root={}", host_root.display()),
-            "--textfile-dir=/textfile".into(),
-            format!("--kubeconfig={}", kubeconfig.display()),
-            format!("--gossip-listen={}", ports.gossip),
-            format!("--gossip-seeds={}", self.seeds()),
-            format!("--gossip-key-file={}", keys.display()),
-            format!("--http-listen={}", ports.http),
-            format!("--quic-listen={}", ports.quic),
-            format!("--quic-ca={}", tls.ca.display()),
-            format!("--quic-cert={}", tls.cert_chain.display()),
-            format!("--quic-key={}", tls.key.display()),
-            // Quicker than production defaults so the stories fit in minutes.
-            "--policy-interval=1s".into(),
-            "--reward-interval=1s".into(),
-            format!("--reward-half-life={}s", DEV_REWARD_HALF_LIFE.as_secs()),
-            format!(
-                "--reward-state-file={}",
-                dir.join("nodes").join(node).join("rewards").display()
-            ),
-            "--violation-grace=2s".into(),
-            "--min-pod-age=5s".into(),
-        ]
-    }
-
-    fn coordinator_args(
-        &self,
-        r: usize,
-        identity: &CoordinatorIdentity,
-        keys: &Path,
-        tls: &telemesh_core::quic::tls::TlsFiles,
-    ) -> Vec<String> {
-        let ports = &self.coordinators[r];
-        let args = vec![
-            format!("--replica-name={}", identity.replica),
-            format!("--kubeconfig={}", identity.kubeconfig.display()),
-            format!("--gossip-listen={}", ports.gossip),
-            format!("--gossip-seeds={}", self.seeds()),
-            format!("--gossip-key-file={}", keys.display()),
-            format!("--extender-listen={}", ports.extender),
-            format!("--api-listen={}", ports.api),
-            // The seed's curl calls carry no token; the dev cluster says so on /readyz.
-            "--api-auth=none".into(),
-            format!("--http-listen={}", ports.http),
-            format!("--quic-ca={}", tls.ca.display()),
-            format!("--quic-cert={}", tls.cert_chain.display()),
-            format!("--quic-key={}", tls.key.display()),
-            format!("--reward-half-life={}s", DEV_REWARD_HALF_LIFE.as_secs()),
-        ];
-        args
-    }
+/// Coordinator replica `r`'s flags: its ports from `plan`. Its only gossip seed is itself (which
+/// overrides any `TELEMESH_GOSSIP_SEEDS` it would inherit): the coordinators are the agents'
+/// seeds, so each hears of every member, the other replica included, from the first agent that
+/// reaches it; and a seed naming the other replica could go stale when that one is restarted on
+/// fresh ports.
+fn coordinator_args(
+    plan: &Plan,
+    r: usize,
+    identity: &CoordinatorIdentity,
+    keys: &Path,
+    tls: &telemesh_core::quic::tls::TlsFiles,
+) -> Vec<String> {
+    let ports = &plan.coordinators[r];
+    vec![
+        format!("--replica-name={}", identity.replica),
+        format!("--kubeconfig={}", identity.kubeconfig.display()),
+        format!("--gossip-listen={}", ports.gossip),
+        format!("--gossip-seeds={}", ports.gossip),
+        format!("--gossip-key-file={}", keys.display()),
+        format!("--extender-listen={}", ports.extender),
+        format!("--api-listen={}", ports.api),
+        // The seed's curl calls carry no token; the dev cluster says so on /readyz.
+        "--api-auth=none".into(),
+        format!("--http-listen={}", ports.http),
+        format!("--quic-ca={}", tls.ca.display()),
+        format!("--quic-cert={}", tls.cert_chain.display()),
+        format!("--quic-key={}", tls.key.display()),
+        format!("--reward-half-life={}s", DEV_REWARD_HALF_LIFE.as_secs()),
+    ]
 }
