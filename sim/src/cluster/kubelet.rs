@@ -15,7 +15,7 @@
 //! Liveness and startup probes never fail (use fault rules to crash containers).
 //!
 //! Starting: as a kubelet, the stand-in starts a pod's containers only once nothing keeps them
-//! ([`container_start`](super::container_start): a Secret or ConfigMap volume that is missing,
+//! ([`container_start`]: a Secret or ConfigMap volume that is missing,
 //! an image reference that does not parse or a pod annotated `sim.telemesh.io/image-pull: fail`,
 //! an environment variable's missing Secret or ConfigMap). Meanwhile the pod stays `Pending` with
 //! its containers waiting (`ContainerCreating`, `InvalidImageName`, `ErrImagePull` then
