@@ -65,8 +65,8 @@ fn sample(c: &mut Criterion) {
     });
 }
 
-/// The loop's work after a sample: the deadband's selection and the verdict check on what was
-/// published, with the seed policy in the policy watch.
+/// The loop's work after a sample: the policies' targets, the deadband's selection and the
+/// verdict check on what was published, with the seed policy in the policy watch.
 fn publish_and_verdicts(c: &mut Criterion) {
     let tmp = tempfile::tempdir().expect("temp dir for the bench host");
     let pods = host_with_pods(tmp.path()).expect("bench host tree");
@@ -86,8 +86,9 @@ fn publish_and_verdicts(c: &mut Criterion) {
     c.bench_function("collect/publish_and_verdicts", |b| {
         b.iter(|| {
             now += Duration::from_secs(1);
-            let selection = publisher.select(black_box(&samples), now);
-            let flipped = verdicts.flipped(&store, &publisher.published(), Unknown::NotViolating);
+            verdicts.refresh(&store);
+            let selection = publisher.select(black_box(&samples), now, verdicts.targets());
+            let flipped = verdicts.flipped(&publisher.published(), Unknown::NotViolating);
             black_box((selection, flipped))
         })
     });

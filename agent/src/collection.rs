@@ -1,7 +1,7 @@
 //! The collection loop: sample the node every interval, import local Prometheus endpoints,
 //! publish what changed to gossip (and push it to the coordinators at once when it flips a
-//! dontschedule verdict: [`crate::verdict_push`]), hand the figures to the policy, reward and
-//! QUIC readers, and keep the gossip gauges and the readiness flag current.
+//! dontschedule verdict or removes a metric: [`crate::verdict_push`]), hand the figures to the
+//! policy, reward and QUIC readers, and keep the gossip gauges and the readiness flag current.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -112,8 +112,13 @@ pub async fn run(inputs: Inputs, stop: CancellationToken) {
                 .set(s.value);
         }
         *inputs.latest_pods.write() = collection.pods;
-        let selection = publisher.select(&collection.samples, tokio::time::Instant::now());
-        let flipped = verdicts.flipped(&inputs.policies, &publisher.published(), inputs.unknown);
+        verdicts.refresh(&inputs.policies);
+        let selection = publisher.select(
+            &collection.samples,
+            tokio::time::Instant::now(),
+            verdicts.targets(),
+        );
+        let flipped = verdicts.flipped(&publisher.published(), inputs.unknown);
         // Handed over, not copied: the policy loop is the last reader of this collection.
         *inputs.latest_samples.write() =
             Some((SystemTime::now(), std::mem::take(&mut collection.samples)));
@@ -128,10 +133,16 @@ pub async fn run(inputs: Inputs, stop: CancellationToken) {
             metrics,
         )
         .await;
-        if flipped {
+        if flipped || !selection.gone.is_empty() {
             let pushed = member.push_to_observers().await;
             metrics.verdict_pushes.inc_by(pushed as u64);
-            tracing::debug!(node.name = %inputs.node_name, observers = pushed, "a dontschedule verdict flipped; pushed to the coordinators");
+            tracing::debug!(
+                node.name = %inputs.node_name,
+                observers = pushed,
+                verdict_flipped = flipped,
+                metrics_removed = selection.gone.len(),
+                "pushed to the coordinators"
+            );
         }
         // Counts only: parsing every member's state each tick would cost more than collecting.
         let (alive, dead) = member.liveness_counts().await;

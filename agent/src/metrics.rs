@@ -99,7 +99,7 @@ pub struct AgentMetrics {
     /// Metric values published to gossip.
     pub published: Counter,
     /// Exchanges started with coordinator replicas at once because a publication flipped a
-    /// dontschedule verdict ([`crate::verdict_push`]).
+    /// dontschedule verdict or removed a metric ([`crate::verdict_push`]).
     pub verdict_pushes: Counter,
     /// Node labels written by policies, by action.
     pub labels_written: Family<LabelWriteLabels, Counter>,
@@ -177,7 +177,7 @@ impl AgentMetrics {
         );
         registry.register(
             "gossip_verdict_pushes",
-            "Gossip exchanges started with coordinator replicas ahead of the round because a publication flipped a dontschedule verdict",
+            "Gossip exchanges started with coordinator replicas ahead of the round because a publication flipped a dontschedule verdict or removed a metric",
             verdict_pushes.clone(),
         );
         let labels_written = Family::default();

@@ -17,48 +17,70 @@
 //! The verdicts are taken on the values as published (after the deadband), which is what the
 //! replicas' filter reads. They are a hint for when to push, nothing more: a wrong guess costs
 //! one exchange or leaves the change to the epidemic, which delivers it anyway.
+//!
+//! A metric this node stops publishing is pushed too, whether or not it flips a verdict: its
+//! removal must leave every replica's view within the freshness target, and the epidemic alone
+//! takes longer (docs/scale.md, "Metric removal"). Removals are rare (a source that stops
+//! naming a series), so this costs an exchange per replica now and then.
+//!
+//! The same compiled policies give the publisher its [`Targets`]: the deadband never holds back
+//! a move across one (`crate::publish`).
 
 use std::sync::Arc;
 
 use kube::runtime::reflector::Store;
-use telemesh_core::policy::{Metrics, Policy, TASPolicy, Unknown};
+use telemesh_core::policy::{Metrics, Policy, TASPolicy, Targets, Unknown};
 
 use crate::policies::Compiled;
 
-/// Remembers the policies whose dontschedule rules this node broke at the last publication.
+/// The policies as of the last [`VerdictWatch::refresh`], their targets, and the policies whose
+/// dontschedule rules this node broke at the last publication.
 #[derive(Debug, Default)]
 pub struct VerdictWatch {
     compiled: Compiled,
-    /// The compiled policies of the last call (the same `Arc`s while none changes).
+    /// The compiled policies of the last refresh (the same `Arc`s while none changes).
     policies: Vec<Arc<Policy>>,
+    /// Whether they changed since the last [`Self::flipped`].
+    policies_changed: bool,
+    targets: Targets,
     breaking: Vec<String>,
 }
 
 impl VerdictWatch {
-    /// Whether the published values flipped a dontschedule verdict since the last call. A
-    /// change of the policies themselves is not a flip: the replicas watch the policies and
-    /// re-evaluate every node at once, and one policy edit would otherwise have every node in
-    /// the cluster push in the same second.
-    pub fn flipped(
-        &mut self,
-        policies: &Store<TASPolicy>,
-        published: &impl Metrics,
-        unknown: Unknown,
-    ) -> bool {
+    /// Reads the policies now; call it once per collection, before [`Self::targets`] and
+    /// [`Self::flipped`]. Recompiles only what changed.
+    pub fn refresh(&mut self, policies: &Store<TASPolicy>) {
         let current: Vec<Arc<Policy>> = self
             .compiled
             .refresh(policies)
             .into_iter()
             .map(|(_, p)| p)
             .collect();
-        let breaking = breaking_dont_schedule(current.iter().map(|p| &**p), published, unknown);
-        let same_policies = current.len() == self.policies.len()
+        let same = current.len() == self.policies.len()
             && current
                 .iter()
                 .zip(&self.policies)
                 .all(|(a, b)| Arc::ptr_eq(a, b));
-        let flipped = same_policies && breaking != self.breaking;
-        self.policies = current;
+        if !same {
+            self.targets = Targets::from_rules(current.iter().flat_map(|p| p.threshold_rules()));
+            self.policies = current;
+            self.policies_changed = true;
+        }
+    }
+
+    /// The targets of the policies' threshold rules, as of the last [`Self::refresh`].
+    pub fn targets(&self) -> &Targets {
+        &self.targets
+    }
+
+    /// Whether the published values flipped a dontschedule verdict since the last call, under
+    /// the policies of the last [`Self::refresh`]. A change of the policies themselves is not a
+    /// flip: the replicas watch the policies and re-evaluate every node at once, and one policy
+    /// edit would otherwise have every node in the cluster push in the same second.
+    pub fn flipped(&mut self, published: &impl Metrics, unknown: Unknown) -> bool {
+        let breaking =
+            breaking_dont_schedule(self.policies.iter().map(|p| &**p), published, unknown);
+        let flipped = !std::mem::take(&mut self.policies_changed) && breaking != self.breaking;
         self.breaking = breaking;
         flipped
     }
@@ -136,9 +158,13 @@ mod tests {
         let (store, mut writer) = reflector::store::<TASPolicy>();
         writer.apply_watcher_event(&Event::Apply(policy("filter", DONT_SCHEDULE_LOAD)));
         let mut watch = VerdictWatch::default();
+        let flipped = |watch: &mut VerdictWatch, load: f64| {
+            watch.refresh(&store);
+            watch.flipped(&values(Some(load)), Unknown::NotViolating)
+        };
         let flips: Vec<bool> = [1.0, 2.0, 20.0, 25.0, 3.0, 3.0]
             .into_iter()
-            .map(|load| watch.flipped(&store, &values(Some(load)), Unknown::NotViolating))
+            .map(|load| flipped(&mut watch, load))
             .collect();
         assert_eq!(flips, [false, false, true, false, true, false]);
         // A new policy the node breaks is no flip: every replica re-evaluates every node on the
@@ -148,8 +174,13 @@ mod tests {
             "    dontschedule:\n      rules:\n      \
              - {metricname: node_load1, operator: GreaterThan, target: 2}\n",
         )));
-        assert!(!watch.flipped(&store, &values(Some(3.0)), Unknown::NotViolating));
-        assert!(!watch.flipped(&store, &values(Some(3.5)), Unknown::NotViolating));
-        assert!(watch.flipped(&store, &values(Some(1.0)), Unknown::NotViolating));
+        assert!(!flipped(&mut watch, 3.0));
+        assert!(!flipped(&mut watch, 3.5));
+        assert!(flipped(&mut watch, 1.0));
+        // The targets follow the policies: both rules' thresholds.
+        let load = telemesh_core::metric::MetricName::new("node_load1").unwrap();
+        assert!(watch.targets().crossed(&load, 1.9, 2.1));
+        assert!(watch.targets().crossed(&load, 7.9, 8.1));
+        assert!(!watch.targets().crossed(&load, 3.0, 7.0));
     }
 }

@@ -1,7 +1,7 @@
-//! The collection loop pushes a publication that flips this node's dontschedule verdict to the
-//! coordinator replicas (gossip observers) at once, and leaves every other change to the
-//! gossip rounds. Paused clock, chitchat's channel transport, 10 s rounds: between rounds only a
-//! push can carry a value to the observer.
+//! The collection loop pushes a publication that flips this node's dontschedule verdict, or that
+//! removes a metric, to the coordinator replicas (gossip observers) at once, and leaves every
+//! other change to the gossip rounds. Paused clock, chitchat's channel transport, 10 s rounds:
+//! between rounds only a push can carry a change to the observer.
 #![allow(clippy::unwrap_used)]
 
 use std::net::SocketAddr;
@@ -59,22 +59,23 @@ async fn heard(observer: &GossipMember) -> Option<f64> {
     m.state.metric("node_load1").map(|v| v.value)
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_verdict_flip_reaches_the_replicas_before_the_next_round() {
-    let tmp = tempfile::tempdir().unwrap();
-    let root = tmp.path();
-    std::fs::create_dir_all(root.join("proc")).unwrap();
-    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/host-a/proc/meminfo");
-    std::fs::copy(fixture, root.join("proc/meminfo")).unwrap();
-    write_load(root, 1.0);
+/// The real collection loop over `root` (its textfile directory `/textfile`) for agent `node-a`,
+/// with the policy above in its watch, and an observer seeded with the agent.
+struct Scene {
+    observer: GossipMember,
+    metrics: AgentMetrics,
+    stop: CancellationToken,
+    collection: tokio::task::JoinHandle<()>,
+}
 
+async fn start(root: &Path, ports: (u16, u16)) -> Scene {
     let channel = ChannelTransport::with_mtu(65_507);
-    let agent = GossipMember::start_on(member("node-a", 30_031, Role::Agent, vec![]), &channel)
+    let agent = GossipMember::start_on(member("node-a", ports.0, Role::Agent, vec![]), &channel)
         .await
         .unwrap();
     let seed = vec![agent.id().gossip_addr.to_string()];
     let observer = GossipMember::start_on(
-        member("coordinator-0", 30_032, Role::Observer, seed),
+        member("coordinator-0", ports.1, Role::Observer, seed),
         &channel,
     )
     .await
@@ -88,7 +89,10 @@ async fn a_verdict_flip_reaches_the_replicas_before_the_next_round() {
     let stop = CancellationToken::new();
     let inputs = Inputs {
         node_name: "node-a".into(),
-        collector: CollectorConfig::with_root(root.to_path_buf()),
+        collector: CollectorConfig {
+            textfile_dir: Some("/textfile".into()),
+            ..CollectorConfig::with_root(root.to_path_buf())
+        },
         interval: Duration::from_secs(1),
         deadband: Default::default(),
         prometheus_endpoints: Vec::new(),
@@ -108,6 +112,39 @@ async fn a_verdict_flip_reaches_the_replicas_before_the_next_round() {
         }),
     };
     let collection = tokio::spawn(run(inputs, stop.clone()));
+    Scene {
+        observer,
+        metrics,
+        stop,
+        collection,
+    }
+}
+
+/// A host root with `/proc/meminfo` from the fixture, load 1 and `textfile` as its textfile.
+fn host(root: &Path, textfile: &str) {
+    std::fs::create_dir_all(root.join("proc")).unwrap();
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/host-a/proc/meminfo");
+    std::fs::copy(fixture, root.join("proc/meminfo")).unwrap();
+    write_load(root, 1.0);
+    write_textfile(root, textfile);
+}
+
+fn write_textfile(root: &Path, text: &str) {
+    std::fs::create_dir_all(root.join("textfile")).unwrap();
+    std::fs::write(root.join("textfile/metrics.prom"), text).unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_verdict_flip_reaches_the_replicas_before_the_next_round() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    host(root, "");
+    let Scene {
+        observer,
+        metrics,
+        stop,
+        collection,
+    } = start(root, (30_031, 30_032)).await;
 
     // Rounds at 0, 10 and 20 s (the agent's first publication travels with them); collections
     // on every whole second. The next round is at 30 s.
@@ -144,6 +181,50 @@ async fn a_verdict_flip_reaches_the_replicas_before_the_next_round() {
         "the flip back was pushed"
     );
     assert_eq!(metrics.verdict_pushes.get(), 2);
+
+    stop.cancel();
+    collection.await.unwrap();
+}
+
+/// A metric the node stops measuring (here, dropped from its textfile) is pushed too, though no
+/// policy reads it: its removal must reach the replicas' views within the freshness target.
+#[tokio::test(start_paused = true)]
+async fn a_removed_metric_reaches_the_replicas_before_the_next_round() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    host(root, "node_lone_probe 5\nnode_kept_probe 1\n");
+    let Scene {
+        observer,
+        metrics,
+        stop,
+        collection,
+    } = start(root, (30_033, 30_034)).await;
+    let holds = |key: &'static str| {
+        let observer = &observer;
+        async move {
+            let mut held = false;
+            observer
+                .visit_keys(["node-a"], |_, keys| held = keys.get(key).is_some())
+                .await;
+            held
+        }
+    };
+
+    // Rounds at 0, 10 and 20 s bring the first publication; the next round is at 30 s.
+    tokio::time::sleep(Duration::from_millis(25_500)).await;
+    assert!(holds("M:node_lone_").await && holds("M:node_kept_").await);
+    assert_eq!(metrics.verdict_pushes.get(), 0, "nothing removed yet");
+
+    // Read at 26 s: the series is gone, its family's key deleted, and the observer hears it.
+    write_textfile(root, "node_kept_probe 1\n");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(!holds("M:node_lone_").await, "the removal was pushed");
+    assert!(holds("M:node_kept_").await);
+    assert_eq!(
+        metrics.verdict_pushes.get(),
+        1,
+        "one exchange, with the one observer"
+    );
 
     stop.cancel();
     collection.await.unwrap();

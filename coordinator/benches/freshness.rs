@@ -27,6 +27,16 @@
 //! wait (a), gossip to the replicas (b − a), the view's fold tick (c − b), extender (d). The
 //! JSON API reads the same view per request (no cache in front of it), so it is as fresh as (c).
 //!
+//! Then metric removals (issue 37): a probe's textfile names `node_lone_probe` at 20, which
+//! a second dontschedule rule (`node_lone_probe > 8`) refuses; once both replicas refuse the
+//! probe, the textfile drops the series at a uniformly random instant. Recorded as above, for
+//! the metric's absence: (a) the probe's own gossip state no longer holds its group (the family
+//! held only it, so the key is deleted: no key change reaches anyone, the hardest case), (b)
+//! each replica's gossip state no longer holds it (polled every millisecond), (c) each
+//! replica's view no longer holds the metric, (d) each replica's filter keeps the probe (the
+//! metric is unknown, as it is to the agent). `FRESHNESS_REMOVALS` trials (default half the
+//! change trials); FIGURE `freshness_removal_{p50,p99}_s`.
+//!
 //! `--stale-after` is set to an hour: on the paused clock wall time (which stamps values)
 //! runs up to ten times faster than the protocol at 1,000 members, so values would otherwise
 //! age out during a trial. Staleness is not what is measured here.
@@ -38,7 +48,8 @@
 //! with the two replicas instead of the first three agents), `FRESHNESS_PUSH=0` (the probes'
 //! policy watch is empty, so a verdict flip is not pushed to the replicas and travels by the
 //! epidemic alone, as before `telemesh_agent::verdict_push`), `FRESHNESS_SEED` (trial RNG).
-//! Besides the table it prints `FIGURE freshness_{p50,p99,gossip_p99,collect_p99,fold_p99}_s`.
+//! Besides the tables it prints `FIGURE freshness_{p50,p99,gossip_p99,collect_p99,fold_p99}_s`
+//! and `FIGURE freshness_removal_{p50,p99}_s`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::net::SocketAddr;
@@ -56,14 +67,18 @@ use telemesh_coordinator::extender::Extender;
 use telemesh_coordinator::metrics::ViewMetrics;
 use telemesh_coordinator::policies::{PolicyCache, PolicySet};
 use telemesh_coordinator::view::ClusterView;
+use telemesh_core::gossip::groups;
+use telemesh_core::gossip::schema::StateKey;
 use telemesh_core::gossip::{GossipMember, KeySubscription, NodeState, Role};
+use telemesh_core::metric::MetricName;
 use telemesh_core::policy::{Policy, TASPolicy};
 use telemesh_core::testing::{agent_metric_names, agent_samples, copy_tree};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-/// The policy the extender evaluates: a node with load above 8 takes no new pods.
+/// The policy the extender evaluates: a node with load above 8, or with the textfile probe
+/// above 8, takes no new pods (a node without the probe is judged by its load alone).
 const POLICY: &str = r#"
 apiVersion: telemetry.intel.com/v1alpha1
 kind: TASPolicy
@@ -73,9 +88,12 @@ spec:
     dontschedule:
       rules:
       - {metricname: node_load1, operator: GreaterThan, target: 8}
+      - {metricname: node_lone_probe, operator: GreaterThan, target: 8}
 "#;
 
 const METRIC: &str = "node_load1";
+/// The metric the removal trials remove: the only one of its family (`M:node_lone_`).
+const REMOVED: &str = "node_lone_probe";
 const LOW: f64 = 1.0;
 const HIGH: f64 = 20.0;
 const REPLICAS: usize = 2;
@@ -145,6 +163,30 @@ fn coordinator_config(name: &str) -> telemesh_coordinator::config::Config {
     args.extend(extra_args("FRESHNESS_COORDINATOR_ARGS"));
     let cli = telemesh_coordinator::config::Cli::try_parse_from(args).expect("coordinator flags");
     telemesh_coordinator::config::Config::try_from(cli).expect("coordinator configuration")
+}
+
+/// Writes a probe host's textfile: [`REMOVED`] at `value`, or no series at all.
+fn write_textfile(root: &Path, value: Option<f64>) {
+    let dir = root.join("textfile");
+    std::fs::create_dir_all(&dir).expect("textfile dir");
+    let text = value.map_or(String::new(), |v| format!("{REMOVED} {v}\n"));
+    let tmp = dir.join(".probe.prom.tmp");
+    std::fs::write(&tmp, text).expect("write textfile");
+    std::fs::rename(tmp, dir.join("probe.prom")).expect("rename textfile");
+}
+
+/// Whether `member`'s gossip state holds `node`'s [`REMOVED`] (its group, or its own key).
+async fn holds_removed(member: &GossipMember, node: &str) -> bool {
+    let name = MetricName::new(REMOVED).expect("a metric name");
+    let group = groups::group_key(groups::prefix_of(REMOVED), 0);
+    let single = StateKey::Metric(name).to_string();
+    let mut held = false;
+    member
+        .visit_keys([node], |_, keys| {
+            held = keys.get(&group).is_some() || keys.get(&single).is_some();
+        })
+        .await;
+    held
 }
 
 /// Writes a probe host's `/proc/loadavg` with `load1`.
@@ -236,6 +278,12 @@ fn filter_body(n: usize) -> Vec<u8> {
 /// Whether the filter's answer reflects `node` at `load`: removed when above the policy's
 /// target, kept otherwise. Returns the answer's wall-clock server time too.
 fn filter_reflects(ext: &Extender, body: &[u8], node: &str, load: f64) -> (bool, Duration) {
+    let (kept, took) = filter_keeps(ext, body, node);
+    (kept == (load <= 8.0), took)
+}
+
+/// Whether the filter's answer keeps `node`, and the answer's wall-clock server time.
+fn filter_keeps(ext: &Extender, body: &[u8], node: &str) -> (bool, Duration) {
     let started = std::time::Instant::now();
     let handled = ext.filter(body);
     let took = started.elapsed();
@@ -244,7 +292,7 @@ fn filter_reflects(ext: &Extender, body: &[u8], node: &str, load: f64) -> (bool,
     let kept = reply["NodeNames"]
         .as_array()
         .is_some_and(|names| names.iter().any(|n| n.as_str() == Some(node)));
-    (kept == (load <= 8.0), took)
+    (kept, took)
 }
 
 async fn wait_until(within: Duration, every: Duration, mut done: impl FnMut() -> bool) -> bool {
@@ -277,7 +325,12 @@ async fn churn(members: Arc<Vec<(usize, GossipMember)>>, per_second: u32) {
     }
 }
 
-async fn run(n: usize, trials: usize, rng: &mut rand::rngs::StdRng) -> Vec<Trial> {
+async fn run(
+    n: usize,
+    trials: usize,
+    removals: usize,
+    rng: &mut rand::rngs::StdRng,
+) -> (Vec<Trial>, Vec<Trial>) {
     let wall = std::time::Instant::now();
     let started = Instant::now();
     let progress = |what: &str| {
@@ -323,6 +376,7 @@ async fn run(n: usize, trials: usize, rng: &mut rand::rngs::StdRng) -> Vec<Trial
         if probe_indices.contains(&i) {
             copy_tree(&fixture, &root).expect("probe host root");
             write_load(&root, LOW);
+            write_textfile(&root, None);
             let shared: telemesh_agent::shared::SharedGossip =
                 Arc::new(tokio::sync::Mutex::new(Some(member)));
             // The collection loop starts at a random phase of the gossip round, as the agent's
@@ -499,6 +553,96 @@ async fn run(n: usize, trials: usize, rng: &mut rand::rngs::StdRng) -> Vec<Trial
         }
     }
     drop(subs);
+    progress("change trials done");
+
+    let mut removed = Vec::with_capacity(removals);
+    for t in 0..removals {
+        let probe = &mut probes[t % probes_wanted];
+        let node = agent_name(probe.index);
+        let shared = &probe_members[t % probes_wanted];
+        // Set up, not measured: load low, the probe series at 20, both replicas refusing it.
+        write_load(&probe.root, LOW);
+        probe.load = LOW;
+        write_textfile(&probe.root, Some(HIGH));
+        let refused = wait_until(Duration::from_secs(60), Duration::from_millis(10), || {
+            replicas.iter().all(|r| {
+                let holds = r.view.load().node(&node).is_some_and(|e| {
+                    e.metric(METRIC).is_some_and(|v| v.value == LOW)
+                        && e.metric(REMOVED).is_some_and(|v| v.value == HIGH)
+                });
+                holds && !filter_keeps(&r.extender, &body, &node).0
+            })
+        })
+        .await;
+        assert!(
+            refused,
+            "removal {t}: the replicas did not refuse the probe in 60 s"
+        );
+        tokio::time::sleep(collect_interval.mul_f64(rng.random())).await;
+        let changed = Instant::now();
+        write_textfile(&probe.root, None);
+        let mut published = None;
+        let mut gossip: [Option<Instant>; REPLICAS] = [None; REPLICAS];
+        let mut view: [Option<Instant>; REPLICAS] = [None; REPLICAS];
+        let mut extender: [Option<Duration>; REPLICAS] = [None; REPLICAS];
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while extender.iter().any(Option::is_none)
+            || published.is_none()
+            || gossip.iter().any(Option::is_none)
+        {
+            assert!(
+                Instant::now() < deadline,
+                "removal {t}: the replicas did not drop the metric in 60 s"
+            );
+            if published.is_none() {
+                let guard = shared.lock().await;
+                let member = guard.as_ref().expect("probe member");
+                if !holds_removed(member, &node).await {
+                    published = Some(Instant::now());
+                }
+            }
+            for (r, replica) in replicas.iter().enumerate() {
+                if gossip[r].is_none() && !holds_removed(&observers[r], &node).await {
+                    gossip[r] = Some(Instant::now());
+                }
+                if extender[r].is_some() {
+                    continue;
+                }
+                let gone = replica
+                    .view
+                    .load()
+                    .node(&node)
+                    .is_some_and(|e| e.metric(REMOVED).is_none());
+                if !gone {
+                    continue;
+                }
+                view[r].get_or_insert_with(Instant::now);
+                let (kept, took) = filter_keeps(&replica.extender, &body, &node);
+                if kept {
+                    extender[r] = Some(took);
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        let published = published.expect("the probe removed it");
+        removed.push(Trial {
+            changed,
+            published,
+            // A replica's gossip may drop the key before the probe's poll saw it go.
+            gossip: gossip.map(|g| g.expect("the replica's gossip dropped it").max(published)),
+            view: view.map(|v| v.expect("the view dropped it")),
+            extender: extender.map(|e| e.expect("filter answered")),
+        });
+        if n >= 1000 || (t + 1) % 20 == 0 {
+            let last = removed.last().expect("a trial");
+            let [c, g, f, e] = parts(last).map(|d| d.as_secs_f64());
+            progress(&format!(
+                "removal {}/{removals}: {:.3}s (collect {c:.3}, gossip {g:.3}, fold {f:.3}, extender {e:.4})",
+                t + 1,
+                total(last).as_secs_f64()
+            ));
+        }
+    }
     stop.cancel();
     tasks.close();
     eprintln!(
@@ -509,7 +653,7 @@ async fn run(n: usize, trials: usize, rng: &mut rand::rngs::StdRng) -> Vec<Trial
             "the first three agents"
         }
     );
-    out
+    (out, removed)
 }
 
 /// Runs the agent's real collection loop for a probe, after `delay`.
@@ -534,7 +678,10 @@ async fn start_collection(
     }
     let inputs = telemesh_agent::collection::Inputs {
         node_name: config.node_name.clone(),
-        collector: telemesh_agent::collect::CollectorConfig::with_root(root),
+        collector: telemesh_agent::collect::CollectorConfig {
+            textfile_dir: Some(PathBuf::from("/textfile")),
+            ..telemesh_agent::collect::CollectorConfig::with_root(root)
+        },
         interval: config.collect_interval,
         deadband: config.deadband,
         prometheus_endpoints: Vec::new(),
@@ -574,6 +721,45 @@ fn total(t: &Trial) -> Duration {
     parts(t).iter().sum()
 }
 
+/// p50 and p99 of a trial kind's total and parts.
+struct Row {
+    total: (f64, f64),
+    collect: (f64, f64),
+    gossip: (f64, f64),
+    fold: (f64, f64),
+}
+
+/// Prints one table row for `results` and returns its figures.
+fn row(kind: &str, n: usize, results: &[Trial], wall_s: f64) -> Row {
+    let col = |f: &dyn Fn(&Trial) -> f64| -> (f64, f64) {
+        let v: Vec<f64> = results.iter().map(f).collect();
+        (percentile(v.clone(), 0.5), percentile(v, 0.99))
+    };
+    let total = col(&|t| total(t).as_secs_f64());
+    let part = |i: usize| col(&move |t: &Trial| parts(t)[i].as_secs_f64());
+    let (collect, gossip, fold, ext) = (part(0), part(1), part(2), part(3));
+    // Any one replica (the first): what a single-replica deployment would see.
+    let one = col(&|t| (t.view[0] - t.changed + t.extender[0]).as_secs_f64());
+    let pair = |(a, b): (f64, f64)| format!("{a:.3}/{b:.3}");
+    println!(
+        "{kind:>7} {n:>6} {:>6} | {:>13} {:>13} {:>13} {:>13} {:>13} | {:>13} {:>9.0}",
+        results.len(),
+        pair(total),
+        pair(collect),
+        pair(gossip),
+        pair(fold),
+        format!("{:.3}/{:.3}", ext.0 * 1e3, ext.1 * 1e3),
+        pair(one),
+        wall_s
+    );
+    Row {
+        total,
+        collect,
+        gossip,
+        fold,
+    }
+}
+
 /// Nearest-rank percentile of unsorted `v`.
 fn percentile(mut v: Vec<f64>, q: f64) -> f64 {
     v.sort_by(f64::total_cmp);
@@ -585,10 +771,12 @@ fn main() {
     let sizes = env_list("FRESHNESS_MEMBERS", "10,100,1000");
     let mut rng = rand::rngs::StdRng::seed_from_u64(env_num("FRESHNESS_SEED").unwrap_or(19));
     println!(
-        "freshness: telemetry change → every replica's view and extender filter (s, paused clock)"
+        "freshness: telemetry change, or a metric's removal → every replica's view and extender \
+         filter (s, paused clock)"
     );
     println!(
-        "{:>6} {:>6} | {:>13} {:>13} {:>13} {:>13} {:>13} | {:>13} {:>9}",
+        "{:>7} {:>6} {:>6} | {:>13} {:>13} {:>13} {:>13} {:>13} | {:>13} {:>9}",
+        "trial",
         "nodes",
         "trials",
         "total p50/p99",
@@ -608,39 +796,36 @@ fn main() {
             },
             |t| t as usize,
         );
+        let removals = env_num("FRESHNESS_REMOVALS").map_or(trials / 2, |t| t as usize);
         let wall = std::time::Instant::now();
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .start_paused(true)
             .build()
             .expect("runtime");
-        let results = runtime.block_on(run(n, trials, &mut rng));
+        let (changes, removed) = runtime.block_on(run(n, trials, removals, &mut rng));
         drop(runtime);
-        let col = |f: &dyn Fn(&Trial) -> f64| -> (f64, f64) {
-            let v: Vec<f64> = results.iter().map(f).collect();
-            (percentile(v.clone(), 0.5), percentile(v, 0.99))
-        };
-        let total = col(&|t| total(t).as_secs_f64());
-        let part = |i: usize| col(&move |t: &Trial| parts(t)[i].as_secs_f64());
-        let (collect, gossip, fold, ext) = (part(0), part(1), part(2), part(3));
-        // Any one replica (the first): what a single-replica deployment would see.
-        let one = col(&|t| (t.view[0] - t.changed + t.extender[0]).as_secs_f64());
-        let pair = |(a, b): (f64, f64)| format!("{a:.3}/{b:.3}");
+        let wall = wall.elapsed().as_secs_f64();
+        let change = row("change", n, &changes, wall);
+        println!("FIGURE freshness_p50_s {n} {:.3} s", change.total.0);
+        println!("FIGURE freshness_p99_s {n} {:.3} s", change.total.1);
         println!(
-            "{n:>6} {trials:>6} | {:>13} {:>13} {:>13} {:>13} {:>13} | {:>13} {:>9.0}",
-            pair(total),
-            pair(collect),
-            pair(gossip),
-            pair(fold),
-            format!("{:.3}/{:.3}", ext.0 * 1e3, ext.1 * 1e3),
-            pair(one),
-            wall.elapsed().as_secs_f64()
+            "FIGURE freshness_collect_p99_s {n} {:.3} s",
+            change.collect.1
         );
-        println!("FIGURE freshness_p50_s {n} {:.3} s", total.0);
-        println!("FIGURE freshness_p99_s {n} {:.3} s", total.1);
-        println!("FIGURE freshness_collect_p99_s {n} {:.3} s", collect.1);
-        println!("FIGURE freshness_gossip_p99_s {n} {:.3} s", gossip.1);
-        println!("FIGURE freshness_fold_p99_s {n} {:.3} s", fold.1);
+        println!("FIGURE freshness_gossip_p99_s {n} {:.3} s", change.gossip.1);
+        println!("FIGURE freshness_fold_p99_s {n} {:.3} s", change.fold.1);
+        if !removed.is_empty() {
+            let removal = row("removal", n, &removed, wall);
+            println!(
+                "FIGURE freshness_removal_p50_s {n} {:.3} s",
+                removal.total.0
+            );
+            println!(
+                "FIGURE freshness_removal_p99_s {n} {:.3} s",
+                removal.total.1
+            );
+        }
     }
     println!(
         "parts are for the slower replica of two; p50/p99 by nearest rank (below 100 trials p99 is \

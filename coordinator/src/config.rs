@@ -113,11 +113,12 @@ pub struct Cli {
     /// kube-scheduler's own choice (upstream's behaviour, for comparison).
     #[arg(long, env = "TELEMESH_SCAVENGER_VICTIMS", value_enum, default_value_t = ScavengerVictims::Unsaved)]
     pub scavenger_victims: ScavengerVictims,
-    /// How often membership changes are folded into the cluster view (key changes are folded
-    /// in as they arrive).
+    /// How often membership changes, and the keys members deleted, are folded into the cluster
+    /// view (key changes are folded in as they arrive).
     #[arg(long, env = "TELEMESH_VIEW_TICK", default_value = "100ms", value_parser = parse_duration)]
     pub view_tick: Duration,
-    /// How often every member is re-read in full (catches deleted keys).
+    /// How often every member is re-read in full (catches what gossip itself forgot; deleted
+    /// keys leave the view at the next --view-tick).
     #[arg(long, env = "TELEMESH_VIEW_RESYNC", default_value = "30s", value_parser = parse_duration)]
     pub view_resync: Duration,
     /// With no agent seen, the view counts as synced (and the replica ready) after this.

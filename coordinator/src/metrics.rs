@@ -266,6 +266,10 @@ pub struct ViewMetrics {
     pub reward_values_malformed: Counter,
     /// Nodes whose scavenger pods changed on a re-read after a gossip update (a pod left).
     pub scavengers_reread: Counter,
+    /// Members whose keys were re-read after a gossip update, to find what they deleted.
+    pub key_rereads: Counter,
+    /// Metrics dropped from the view on a re-read: their agent stopped publishing them.
+    pub metrics_removed: Counter,
 }
 
 // === impl ViewMetrics ===
@@ -283,6 +287,8 @@ impl ViewMetrics {
             reward_values_skipped: Gauge::default(),
             reward_values_malformed: Counter::default(),
             scavengers_reread: Counter::default(),
+            key_rereads: Counter::default(),
+            metrics_removed: Counter::default(),
         };
         reg.register(
             "nodes",
@@ -328,6 +334,16 @@ impl ViewMetrics {
             "scavengers_reread",
             "Nodes whose scavenger pods changed when re-read after a gossip update (pods that left)",
             m.scavengers_reread.clone(),
+        );
+        reg.register(
+            "key_rereads",
+            "Members whose keys were re-read after a gossip update, to find what they deleted",
+            m.key_rereads.clone(),
+        );
+        reg.register(
+            "metrics_removed",
+            "Metrics dropped from the cluster view when re-read after a gossip update (their agent stopped publishing them)",
+            m.metrics_removed.clone(),
         );
         m
     }

@@ -32,18 +32,41 @@
 //! - membership events (joined, departed, left): liveness and gossip address. Only they (and the
 //!   resync) make a member live: one first seen through its keys is `Dead` until its `Joined`;
 //! - a periodic full resync (default 30 s, and whenever the event stream lagged) that re-reads
-//!   every member. Gossip does not report deleted keys, so a metric an agent stopped publishing
-//!   stays until the next resync; it is not refreshed either, so it turns stale, and stale
-//!   values are unknown to the extender, before then.
+//!   every member.
 //!
-//! **Scavenger pods** (`s:<pod uid>`) cannot wait for the resync: the extender names them to
-//! kube-scheduler as preemption victims, and a UID the scheduler no longer has on the node
-//! fails that preemption cycle. chitchat 0.13 calls key listeners only for values set, never
-//! for tombstones, but a deletion does raise the member's max version, which the membership
-//! watcher reports as [`MembershipEvent::Updated`] within a gossip round. So on `Updated` (or
-//! `Joined`) of a node that has scavenger pods, the tick re-reads that one member
-//! ([`GossipMember::member`]) and takes its scavenger set as is: a pod that left is gone one
-//! gossip round after its agent deleted the key. Nodes without scavenger pods cost nothing.
+//! **What an agent stops publishing** leaves the view at once too, not at the resync. Key
+//! changes never say so: chitchat 0.13 calls key listeners only for values set, never for
+//! tombstones, and a metric group rewritten without one of its metrics is a value set. Both
+//! matter to decisions: a metric the agent no longer has must be unknown to the extender as it
+//! is to the agent, and a scavenger pod UID the scheduler no longer has on the node fails a
+//! preemption cycle. So:
+//! - a deletion raises the member's max version, which the membership diff reports as
+//!   [`MembershipEvent::Updated`] once a gossip round. The updater also asks for those updates
+//!   on each tick ([`GossipMember::sync_updates`]: a walk over the members in step with the
+//!   previous one, about 20 µs at 1,000 members when nothing moved), so a deletion is seen
+//!   within a tick of its arrival. Passes woken by key changes skip it: what those bring is
+//!   folded at once, and a group rewritten without a metric says so itself (below);
+//! - on `Updated` or `Joined` of a node (a join too: key changes arrive before the failure
+//!   detector calls a member live, and a deletion in between raises no update), the pass
+//!   re-reads that member's keys after folding its key changes, all such members under one
+//!   gossip lock ([`GossipMember::visit_keys`]), and drops what the view holds of every key the
+//!   member deleted: a metric (`m:`, or a whole group `M:`), a scavenger pod (`s:`), a reward
+//!   type (`r:`), a violation (`v:`). What a re-read finds unchanged costs a scan of the
+//!   member's key names and no copy of its entry; members with no update cost nothing;
+//! - a metric group value that lacks a metric the view holds of its family (removed, or moved to
+//!   another chunk of a family over [`MAX_VALUE_LEN`](telemesh_core::gossip::schema::MAX_VALUE_LEN))
+//!   marks the family for the same re-read, which keeps the family's metrics that some key of
+//!   the member still holds. Only such a family's values are parsed again: one that holds its
+//!   metrics in one key, as every built-in family does, only when it lost one; one split into
+//!   chunks (hundreds of textfile series) on each of its changes, and, after it shrank, on each
+//!   update while the deleted chunk's tombstone lasts.
+//!
+//! A re-read only removes: values come from key changes, so one queued before a re-read and
+//! folded after it never rolls a value back. The order makes removals stick: an update is
+//! reported only after the deletion it reports was applied, and a key change is queued before
+//! any later deletion, so the pass that drains the update folds that change first. A re-read
+//! misses only what chitchat forgot: tombstones past the tombstone grace period (5 min), or a
+//! member state reset after this replica fell that far behind; the resync covers those.
 //!
 //! Agents' values carry their measurement time, so every replica computes the same ages from the
 //! same gossip: replicas agree up to gossip propagation. Clock skew is corrected on both ends
@@ -51,7 +74,7 @@
 //! [`ClusterView::now_ms`], this replica's clock corrected by its gossip peers' send times, so
 //! a replica whose own clock is minutes off still sees figures at their true age.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::hash::Hasher as _;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -62,11 +85,13 @@ use arc_swap::ArcSwap;
 use hashbrown::HashTable;
 use parking_lot::{Mutex, RwLock};
 use rustc_hash::{FxBuildHasher, FxHasher};
-use telemesh_core::gossip::schema::{SCAVENGER_PREFIX, StateKey};
+use telemesh_core::gossip::groups::{self, GROUP_PREFIX};
+use telemesh_core::gossip::schema::{METRIC_PREFIX, StateKey};
 use telemesh_core::gossip::{
-    ClusterClock, GossipMember, KeySubscription, Liveness, Member, MemberId, MembershipEvent,
-    MetricValue, NodeState, Role,
+    ClusterClock, GossipMember, HeldKeys, KeySubscription, Liveness, Member, MemberId,
+    MembershipEvent, MetricValue, NodeState, Role,
 };
+use telemesh_core::metric::MetricName;
 use telemesh_core::policy::{Metrics, Reading};
 use telemesh_core::reward::Estimate;
 use telemesh_core::scavenge::ScavengerPod;
@@ -724,9 +749,9 @@ pub struct Updater {
     /// The scavenger pods by job of the last publication, rebuilt when some node's changed.
     scavenger_jobs: Arc<ScavengerJobs>,
     scavenger_jobs_dirty: bool,
-    /// Nodes to re-read the scavenger pods of this tick: those with scavenger pods that
-    /// gossiped something (one may have left) and those whose scavenger keys were set.
-    scavengers_to_reread: Vec<Arc<str>>,
+    /// Nodes whose keys this pass re-reads (module docs), with the metric families whose group
+    /// values lacked a metric held here.
+    rereads: FastMap<Arc<str>, Vec<Box<str>>>,
 }
 
 // === impl Updater ===
@@ -772,7 +797,7 @@ impl Updater {
             reward_types_dirty: true,
             scavenger_jobs: Arc::default(),
             scavenger_jobs_dirty: true,
-            scavengers_to_reread: Vec::new(),
+            rereads: FastMap::default(),
         }
     }
 
@@ -785,14 +810,19 @@ impl Updater {
         let mut next_resync = tokio::time::Instant::now();
         let mut next_gauges = tokio::time::Instant::now();
         loop {
-            tokio::select! {
+            let ticked = tokio::select! {
                 _ = stop.cancelled() => return,
-                _ = tick.tick() => {}
-                _ = self.queued.notified() => {}
-            }
+                _ = tick.tick() => true,
+                _ = self.queued.notified() => false,
+            };
             let now = tokio::time::Instant::now();
             let mut changed = false;
             let mut lagged = false;
+            if ticked {
+                // A deletion shows only as its member's version moving: report it on the tick,
+                // not at the round (module docs).
+                self.member.sync_updates().await;
+            }
             loop {
                 match events.try_recv() {
                     Ok(event) => changed |= self.apply_event(event),
@@ -814,9 +844,9 @@ impl Updater {
                     self.apply_changes(batch);
                     changed = true;
                 }
-                changed |= self.reread_scavengers().await;
+                changed |= self.reread().await;
             }
-            self.scavengers_to_reread.clear();
+            self.rereads.clear();
             if !self.synced
                 && (self.working.values().any(|e| e.state.is_agent())
                     || now.duration_since(started) >= self.config.sync_timeout)
@@ -854,18 +884,20 @@ impl Updater {
         self.metrics.resyncs.inc();
     }
 
-    /// Applies liveness changes; returns whether anything changed.
+    /// Applies liveness changes and queues the re-read of updated members; returns whether
+    /// anything changed.
     fn apply_event(&mut self, event: MembershipEvent) -> bool {
         if let MembershipEvent::Joined(id) | MembershipEvent::Updated(id) = &event
-            && let Some(entry) = self.working.get(&*id.node_name)
-            && entry.generation == id.generation
-            && !entry.state.scavengers.is_empty()
-            && !self.scavengers_to_reread.contains(&entry.name)
+            && *id != *self.member.id()
+            && !self
+                .working
+                .get(&*id.node_name)
+                .is_some_and(|e| e.state.role == Some(Role::Observer))
         {
-            // One of its scavenger pods may have left (module docs). A join counts too: key
-            // changes arrive before the failure detector calls a member live, and a deletion
-            // in between raises no update.
-            self.scavengers_to_reread.push(entry.name.clone());
+            // It may have deleted keys (module docs). A join counts too: key changes arrive
+            // before the failure detector calls a member live, and a deletion in between
+            // raises no update.
+            self.rereads.entry(id.node_name.clone()).or_default();
         }
         let (id, liveness): (&MemberId, Liveness) = match &event {
             MembershipEvent::Joined(id) => (id, Liveness::Live),
@@ -905,19 +937,6 @@ impl Updater {
     }
 
     fn apply_changes(&mut self, batch: Vec<KeyChangeOwned>) {
-        // A scavenger key set and deleted between taking a batch and a re-read comes back
-        // with the next batch (the set was queued, the deletion is not reported): re-read the
-        // nodes whose scavenger keys this batch sets, after folding it in.
-        for change in &batch {
-            if change.key.starts_with(SCAVENGER_PREFIX)
-                && !self
-                    .scavengers_to_reread
-                    .iter()
-                    .any(|n| **n == *change.node)
-            {
-                self.scavengers_to_reread.push(change.node.as_ref().into());
-            }
-        }
         let folded = apply_changes(&mut self.working, batch);
         self.reward_types_dirty |= folded.reward_types_changed;
         self.scavenger_jobs_dirty |= folded.scavengers_changed;
@@ -926,25 +945,50 @@ impl Updater {
                 .reward_values_malformed
                 .inc_by(folded.malformed_rewards);
         }
-    }
-
-    /// Re-reads the scavenger pods of the nodes queued by `Updated` events (module docs);
-    /// returns whether any node's set changed.
-    async fn reread_scavengers(&mut self) -> bool {
-        let mut changed = false;
-        for name in std::mem::take(&mut self.scavengers_to_reread) {
-            let Some(member) = self.member.member(&name).await else {
-                continue;
-            };
-            if let Some(entry) = self.working.get_mut(&name)
-                && replace_scavengers(entry, member.id.generation, member.state.scavengers)
-            {
-                self.metrics.scavengers_reread.inc();
-                changed = true;
+        for (node, family) in folded.families_lacking {
+            let families = self.rereads.entry(node).or_default();
+            if !families.contains(&family) {
+                families.push(family);
             }
         }
-        self.scavenger_jobs_dirty |= changed;
-        changed
+    }
+
+    /// Re-reads the keys of the members queued this pass, under one gossip lock, and drops what
+    /// they no longer publish (module docs); returns whether any entry changed.
+    async fn reread(&mut self) -> bool {
+        if self.rereads.is_empty() {
+            return false;
+        }
+        let rereads = std::mem::take(&mut self.rereads);
+        let member = self.member.clone();
+        let (working, metrics) = (&mut self.working, &self.metrics);
+        let mut dropped = Dropped::default();
+        member
+            .visit_keys(rereads.keys().map(|n| &**n), |id, keys| {
+                let Some(entry) = working.get_mut(&*id.node_name) else {
+                    return;
+                };
+                if entry.generation != id.generation {
+                    return;
+                }
+                let families = rereads.get(&*id.node_name).map_or(&[][..], Vec::as_slice);
+                metrics.key_rereads.inc();
+                let gone = gone(entry, &keys, families);
+                if !gone.is_empty() {
+                    dropped.add(drop_gone(Arc::make_mut(entry), gone));
+                }
+            })
+            .await;
+        self.rereads = rereads;
+        if dropped.scavenger_nodes > 0 {
+            self.metrics
+                .scavengers_reread
+                .inc_by(dropped.scavenger_nodes);
+        }
+        self.metrics.metrics_removed.inc_by(dropped.metrics);
+        self.scavenger_jobs_dirty |= dropped.scavenger_nodes > 0;
+        self.reward_types_dirty |= dropped.reward_types;
+        dropped.any
     }
 
     fn publish(&mut self) {
@@ -1008,7 +1052,7 @@ impl Updater {
 }
 
 /// What folding a batch of key changes did, beyond the entries themselves.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
 struct Folded {
     /// Some node gained or lost a pod type's estimate.
     reward_types_changed: bool,
@@ -1016,20 +1060,181 @@ struct Folded {
     malformed_rewards: u64,
     /// Some node's scavenger pods changed.
     scavengers_changed: bool,
+    /// `(node, family)` for each metric group value that lacked a metric of its family the
+    /// node's entry holds: it may have left the family (module docs).
+    families_lacking: Vec<(Arc<str>, Box<str>)>,
 }
 
-/// Takes a member's scavenger set as read from gossip (which, unlike key changes, shows
-/// deletions) when it is of the entry's generation; returns whether the set changed.
-fn replace_scavengers(
-    entry: &mut Arc<NodeEntry>,
-    generation: u64,
-    scavengers: std::collections::BTreeMap<String, ScavengerPod>,
-) -> bool {
-    if entry.generation != generation || entry.state.scavengers == scavengers {
-        return false;
+/// What a re-read sees of a member's keys: [`HeldKeys`] in service, a map in tests.
+trait KeysNow {
+    /// The value of a key the member holds.
+    fn get(&self, key: &str) -> Option<&str>;
+    /// The keys it holds that start with `prefix`, with their values.
+    fn with_prefix<'a>(&'a self, prefix: &'a str) -> impl Iterator<Item = (&'a str, &'a str)>;
+    /// The keys it deleted (and has not set again).
+    fn deleted(&self) -> impl Iterator<Item = &str>;
+}
+
+impl KeysNow for HeldKeys<'_> {
+    fn get(&self, key: &str) -> Option<&str> {
+        HeldKeys::get(self, key)
     }
-    Arc::make_mut(entry).state.scavengers = scavengers;
-    true
+    fn with_prefix<'a>(&'a self, prefix: &'a str) -> impl Iterator<Item = (&'a str, &'a str)> {
+        HeldKeys::with_prefix(self, prefix)
+    }
+    fn deleted(&self) -> impl Iterator<Item = &str> {
+        HeldKeys::deleted(self)
+    }
+}
+
+/// What an entry holds that its member no longer publishes.
+#[derive(Debug, Default, PartialEq)]
+struct Gone {
+    metrics: Vec<MetricName>,
+    scavengers: Vec<String>,
+    rewards: Vec<String>,
+    violations: Vec<String>,
+}
+
+impl Gone {
+    fn is_empty(&self) -> bool {
+        self.metrics.is_empty()
+            && self.scavengers.is_empty()
+            && self.rewards.is_empty()
+            && self.violations.is_empty()
+    }
+}
+
+/// What `entry` holds that its member, whose keys are `keys` now, no longer publishes: the
+/// items of the keys it deleted, and the metrics of `families` (and of deleted group keys) that
+/// no key of the member holds any more. Reads only: the caller copies the entry only when
+/// something is gone.
+fn gone(entry: &NodeEntry, keys: &impl KeysNow, families: &[Box<str>]) -> Gone {
+    let mut gone = Gone::default();
+    let mut stale: Vec<&str> = families.iter().map(|f| &**f).collect();
+    for key in keys.deleted() {
+        match key.parse::<StateKey>() {
+            Ok(StateKey::Scavenger(uid)) if entry.state.scavengers.contains_key(&uid) => {
+                gone.scavengers.push(uid);
+            }
+            Ok(StateKey::Reward(pod_type)) if entry.state.rewards.contains_key(&pod_type) => {
+                gone.rewards.push(pod_type);
+            }
+            Ok(StateKey::Violation(policy)) if entry.state.violations.contains_key(&policy) => {
+                gone.violations.push(policy);
+            }
+            Ok(StateKey::Metric(name)) if entry.state.metrics.contains_key(&name) => {
+                // While its family has a group, the group says (a group without it marks the
+                // family when folded): the writer moved to groups.
+                let family = groups::prefix_of(name.as_str());
+                if keys.get(&groups::group_key(family, 0)).is_none() {
+                    gone.metrics.push(name);
+                }
+            }
+            Ok(StateKey::MetricGroup(_)) => {
+                if let Some(rest) = key.strip_prefix(GROUP_PREFIX)
+                    && let Ok(family) = groups::parse_group_rest(rest)
+                    && family_members(entry, family).next().is_some()
+                {
+                    stale.push(family);
+                }
+            }
+            _ => {}
+        }
+    }
+    stale.sort_unstable();
+    stale.dedup();
+    for family in stale {
+        let now = family_now(keys, family);
+        for name in family_members(entry, family) {
+            if !now.contains_key(name) && !gone.metrics.contains(name) {
+                gone.metrics.push(name.clone());
+            }
+        }
+    }
+    gone
+}
+
+/// The metrics of `family` (group prefix) an entry holds.
+fn family_members<'e>(
+    entry: &'e NodeEntry,
+    family: &'e str,
+) -> impl Iterator<Item = &'e MetricName> {
+    entry
+        .state
+        .metrics
+        .range::<str, _>((
+            std::ops::Bound::Included(family),
+            std::ops::Bound::Unbounded,
+        ))
+        .map(|(name, _)| name)
+        .take_while(move |name| name.as_str().starts_with(family))
+        .filter(move |name| groups::prefix_of(name.as_str()) == family)
+}
+
+/// The metrics of `family` a member publishes now: in its group chunks and in `m:` keys.
+fn family_now(keys: &impl KeysNow, family: &str) -> BTreeMap<MetricName, MetricValue> {
+    let group = groups::group_key(family, 0);
+    let single = format!("{METRIC_PREFIX}{family}");
+    let chunks = keys.with_prefix(&group).filter(|(key, _)| {
+        key.strip_prefix(GROUP_PREFIX)
+            .and_then(|rest| groups::parse_group_rest(rest).ok())
+            == Some(family)
+    });
+    let singles = keys.with_prefix(&single).filter(|(key, _)| {
+        key.strip_prefix(METRIC_PREFIX)
+            .is_some_and(|name| groups::prefix_of(name) == family)
+    });
+    NodeState::from_key_values(chunks.chain(singles)).metrics
+}
+
+/// What re-reads dropped from the entries.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct Dropped {
+    /// Whether any entry changed.
+    any: bool,
+    /// Metrics dropped.
+    metrics: u64,
+    /// Nodes whose scavenger pods changed.
+    scavenger_nodes: u64,
+    /// Whether some node lost a pod type's estimate.
+    reward_types: bool,
+}
+
+impl Dropped {
+    fn add(&mut self, other: Dropped) {
+        self.any |= other.any;
+        self.metrics += other.metrics;
+        self.scavenger_nodes += other.scavenger_nodes;
+        self.reward_types |= other.reward_types;
+    }
+}
+
+/// Drops from `entry` what its member no longer publishes.
+fn drop_gone(entry: &mut NodeEntry, gone: Gone) -> Dropped {
+    let mut dropped = Dropped {
+        any: !gone.is_empty(),
+        ..Dropped::default()
+    };
+    for name in &gone.metrics {
+        dropped.metrics += u64::from(entry.state.metrics.remove(name).is_some());
+    }
+    if dropped.metrics > 0 {
+        entry.reindex();
+    }
+    let before = entry.state.scavengers.len();
+    for uid in &gone.scavengers {
+        entry.state.scavengers.remove(uid);
+    }
+    dropped.scavenger_nodes = u64::from(entry.state.scavengers.len() != before);
+    for pod_type in &gone.rewards {
+        entry.state.rewards.remove(pod_type);
+        dropped.reward_types |= entry.rewards.remove(pod_type.as_str()).is_some();
+    }
+    for policy in &gone.violations {
+        entry.state.violations.remove(policy);
+    }
+    dropped
 }
 
 /// Folds queued key changes into the working map, node by node, in arrival order.
@@ -1079,6 +1284,15 @@ fn apply_changes(
             }
             let one = NodeState::from_key_values([(&*change.key, &*change.value)]);
             touched_metrics |= !one.metrics.is_empty();
+            if let Some(rest) = change.key.strip_prefix(GROUP_PREFIX)
+                && let Ok(family) = groups::parse_group_rest(rest)
+                && family_members(e, family).any(|name| !one.metrics.contains_key(name))
+            {
+                // A metric held here is not in this value: removed, or in another chunk.
+                folded
+                    .families_lacking
+                    .push((e.name.clone(), family.into()));
+            }
             if one.scavengers.is_empty()
                 && let Ok(StateKey::Scavenger(uid)) = change.key.parse::<StateKey>()
             {
@@ -1333,6 +1547,7 @@ mod tests {
                 reward_types_changed: true,
                 malformed_rewards: 1,
                 scavengers_changed: false,
+                families_lacking: Vec::new(),
             }
         );
         assert_eq!(working["n1"].reward("default/D").unwrap().bad, 4.0);
@@ -1403,22 +1618,186 @@ mod tests {
         assert_eq!(a, [3000, 5000], "a job's pods on every node");
         assert!(snap.scavenger_job("ns/b").is_empty());
 
-        // A re-read of the member (which shows deletions) replaces the set; another
-        // generation's read is ignored.
-        let entry = working.get_mut("n1").unwrap();
-        assert!(!replace_scavengers(entry, 2, Default::default()));
-        assert!(replace_scavengers(entry, 1, Default::default()));
+        // A re-read of the member (which shows deletions) drops the pods whose keys it deleted.
+        let keys = Keys::new([], ["s:u1", "s:u9"]);
+        let gone = gone(&working["n1"], &keys, &[]);
+        assert_eq!(gone.scavengers, ["u1"]);
+        let dropped = drop_gone(Arc::make_mut(working.get_mut("n1").unwrap()), gone);
+        assert_eq!(dropped.scavenger_nodes, 1);
         assert!(working["n1"].scavengers().is_empty());
-        assert!(!replace_scavengers(
-            working.get_mut("n1").unwrap(),
-            1,
-            Default::default()
-        ));
+        assert!(super::gone(&working["n1"], &keys, &[]).is_empty());
 
         // A restarted agent's pods go with its old generation.
         let folded = apply_changes(&mut working, vec![change("n2", 2, "role", "agent")]);
         assert!(folded.scavengers_changed);
         assert!(working["n2"].scavengers().is_empty());
+    }
+
+    /// A member's keys as a re-read sees them: live keys with values, and deleted keys.
+    struct Keys {
+        live: BTreeMap<String, String>,
+        deleted: Vec<String>,
+    }
+
+    impl Keys {
+        fn new<'a>(
+            live: impl IntoIterator<Item = (&'a str, &'a str)>,
+            deleted: impl IntoIterator<Item = &'a str>,
+        ) -> Self {
+            Self {
+                live: live
+                    .into_iter()
+                    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                    .collect(),
+                deleted: deleted.into_iter().map(str::to_owned).collect(),
+            }
+        }
+    }
+
+    impl KeysNow for Keys {
+        fn get(&self, key: &str) -> Option<&str> {
+            self.live.get(key).map(String::as_str)
+        }
+        fn with_prefix<'a>(&'a self, prefix: &'a str) -> impl Iterator<Item = (&'a str, &'a str)> {
+            self.live
+                .range::<str, _>((
+                    std::ops::Bound::Included(prefix),
+                    std::ops::Bound::Unbounded,
+                ))
+                .take_while(move |(k, _)| k.starts_with(prefix))
+                .map(|(k, v)| (k.as_str(), v.as_str()))
+        }
+        fn deleted(&self) -> impl Iterator<Item = &str> {
+            self.deleted.iter().map(String::as_str)
+        }
+    }
+
+    fn names(gone: &Gone) -> Vec<&str> {
+        gone.metrics.iter().map(MetricName::as_str).collect()
+    }
+
+    /// What a member deleted leaves the entry: each kind of key, with what it held.
+    #[test]
+    fn a_reread_drops_what_the_member_deleted() {
+        let mut working = HashMap::new();
+        apply_changes(
+            &mut working,
+            vec![
+                change("n1", 1, "role", "agent"),
+                change("n1", 1, "M:node_", "1000;load1=2;load5=3"),
+                change("n1", 1, "M:node_textfile_", "1000;probe=1;other=2"),
+                change("n1", 1, "m:node_disk_reads", "4@1000"),
+                change("n1", 1, "m:node_cpu_ratio", "0.5@1000"),
+                change("n1", 1, "s:u1", "ns/a@1000@500@1024"),
+                change("n1", 1, "r:default/D", "0,4@1000"),
+                change("n1", 1, "v:ns/p", "dontschedule"),
+            ],
+        );
+        let entry = &working["n1"];
+        // Nothing deleted, nothing gone (and nothing copied).
+        let unchanged = Keys::new([("M:node_", "1000;load1=2;load5=3")], []);
+        assert!(gone(entry, &unchanged, &[]).is_empty());
+        // The textfile family's group deleted (its last metrics removed), a single key deleted
+        // while its family has no group, and one deleted after its family moved into a group
+        // (the group governs: it holds the metric), a pod, a reward type and a violation.
+        let keys = Keys::new(
+            [
+                ("M:node_", "1000;load1=2;load5=3"),
+                ("M:node_cpu_", "2000;ratio=0.5"),
+            ],
+            [
+                "M:node_textfile_",
+                "m:node_disk_reads",
+                "m:node_cpu_ratio",
+                "s:u1",
+                "r:default/D",
+                "v:ns/p",
+                "v:ns/never-held",
+            ],
+        );
+        let gone = gone(entry, &keys, &[]);
+        assert_eq!(
+            names(&gone),
+            [
+                "node_disk_reads",
+                "node_textfile_other",
+                "node_textfile_probe"
+            ]
+        );
+        assert_eq!(
+            (
+                gone.scavengers.len(),
+                gone.rewards.len(),
+                gone.violations.len()
+            ),
+            (1, 1, 1)
+        );
+        let e = Arc::make_mut(working.get_mut("n1").unwrap());
+        let dropped = drop_gone(e, gone);
+        assert_eq!(
+            dropped,
+            Dropped {
+                any: true,
+                metrics: 3,
+                scavenger_nodes: 1,
+                reward_types: true,
+            }
+        );
+        assert!(e.metric("textfile_probe").is_none() && e.metric("node_disk_reads").is_none());
+        assert_eq!(e.metric("load1").unwrap().value, 2.0);
+        assert_eq!(e.metric("cpu_ratio").unwrap().value, 0.5);
+        assert!(e.reward("default/D").is_none() && e.state.violations.is_empty());
+    }
+
+    /// A group value without a metric of its family held here marks the family; its re-read
+    /// keeps what another chunk or a single key still holds and drops the rest.
+    #[test]
+    fn a_group_without_a_held_metric_marks_its_family_for_a_reread() {
+        let mut working = HashMap::new();
+        let folded = apply_changes(
+            &mut working,
+            vec![
+                change("n1", 1, "M:node_", "1000;load1=2;load5=3;gone=1"),
+                change("n1", 1, "M:node_x_", "1000;a=1"),
+            ],
+        );
+        assert!(
+            folded.families_lacking.is_empty(),
+            "a first value lacks nothing"
+        );
+        let folded = apply_changes(
+            &mut working,
+            vec![
+                change("n1", 1, "M:node_", "2000;load1=2.5"),
+                change("n1", 1, "M:node_x_", "2000;a=2"),
+            ],
+        );
+        assert_eq!(
+            folded.families_lacking,
+            [(Arc::from("n1"), Box::from("node_"))]
+        );
+        // The fold itself only adds: load5 and gone are still held until the re-read.
+        assert_eq!(working["n1"].metric("load1").unwrap().value, 2.5);
+        assert!(working["n1"].metric("load5").is_some());
+        // load5 moved to a second chunk; `gone` is in no key any more.
+        let keys = Keys::new(
+            [
+                ("M:node_", "2000;load1=2.5"),
+                ("M:node_#1", "2000;load5=3"),
+                ("M:node_x_", "2000;a=2"),
+            ],
+            [],
+        );
+        let gone = gone(&working["n1"], &keys, &[Box::from("node_")]);
+        assert_eq!(names(&gone), ["node_gone"]);
+        // The family of nameless metrics (`M:*`) works the same.
+        let mut working = HashMap::new();
+        apply_changes(&mut working, vec![change("n1", 1, "M:*", "1000;up=1;x=2")]);
+        let keys = Keys::new([("M:*", "2000;up=1")], []);
+        assert_eq!(
+            names(&super::gone(&working["n1"], &keys, &[Box::from("")])),
+            ["x"]
+        );
     }
 
     #[test]
@@ -1534,8 +1913,86 @@ mod tests {
             1,
             "only the first read, no resync since"
         );
-        // Each deletion was seen by a re-read (others may have caught up with a batch).
-        assert!(metrics.scavengers_reread.get() >= 2);
+        // Each deletion was seen by a re-read.
+        assert_eq!(metrics.scavengers_reread.get(), 2);
+        stop.cancel();
+        task.await.unwrap();
+    }
+
+    /// Real gossip on loopback, with an hour-long resync: metrics an agent stops publishing
+    /// leave the view within gossip rounds, whether their group is rewritten without them or
+    /// deleted with them (the last of their family). Before the re-read, both stayed until the
+    /// resync, and the extender kept deciding on values the agent no longer had.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn deleted_metrics_leave_the_view_within_rounds() {
+        use telemesh_core::metric::Sample;
+        use telemesh_core::testing::eventually;
+
+        const WITHIN: Duration = Duration::from_secs(20);
+        let (agent, observer) = agent_and_observer().await;
+        let view = ClusterView::default();
+        let mut registry = prometheus_client::registry::Registry::default();
+        let metrics = ViewMetrics::register(&mut registry);
+        let updater = Updater::new(
+            observer,
+            view.clone(),
+            ViewConfig {
+                tick: Duration::from_millis(20),
+                resync: Duration::from_secs(3600),
+                sync_timeout: Duration::from_millis(100),
+                stale_after: Duration::from_secs(3600),
+            },
+            metrics.clone(),
+        )
+        .await;
+        let stop = CancellationToken::new();
+        let task = tokio::spawn(updater.run(stop.clone()));
+        let held = |view: &ClusterView| -> Vec<String> {
+            view.load()
+                .node("n1")
+                .map(|e| e.state.metrics.keys().map(|n| n.to_string()).collect())
+                .unwrap_or_default()
+        };
+        let name = |n: &str| MetricName::new(n).unwrap();
+        let samples: Vec<Sample> = ["node_load1", "node_load5", "node_lone_probe"]
+            .into_iter()
+            .map(|n| Sample {
+                name: name(n),
+                value: 1.0,
+            })
+            .collect();
+        agent
+            .publish_metrics(&samples, SystemTime::now())
+            .await
+            .unwrap();
+        eventually("three metrics in the view", WITHIN, || async {
+            (held(&view).len() == 3).then_some(())
+        })
+        .await;
+        // `M:node_` rewritten without load5.
+        agent.remove_metrics(&[name("node_load5")]).await.unwrap();
+        eventually("load5 to leave the view", WITHIN, || async {
+            (held(&view) == ["node_load1", "node_lone_probe"]).then_some(())
+        })
+        .await;
+        // `M:node_lone_` deleted: a tombstone, no key change at all.
+        agent
+            .remove_metrics(&[name("node_lone_probe")])
+            .await
+            .unwrap();
+        eventually("the probe to leave the view", WITHIN, || async {
+            (held(&view) == ["node_load1"]).then_some(())
+        })
+        .await;
+        let snapshot = view.load();
+        let readings = snapshot.readings("n1", view.now_ms(), Duration::from_secs(3600));
+        assert_eq!(readings.reading("lone_probe"), Reading::Missing);
+        assert_eq!(
+            metrics.resyncs.get(),
+            1,
+            "only the first read, no resync since"
+        );
+        assert_eq!(metrics.metrics_removed.get(), 2);
         stop.cancel();
         task.await.unwrap();
     }

@@ -13,7 +13,8 @@
 //! Every member seeds with the first three. Once every member hears 99 % of the members
 //! (`membership`), traffic is measured for 10 rounds idle (heartbeats and digests only), then
 //! with load: each node publishes 30 of the agent's metrics at start, then changes one of the
-//! first 10 (five families) `GOSSIP_BENCH_UPDATES` times a second (default 10) while a probe key is published on one member after another. Members start
+//! first 10 (five families) `GOSSIP_BENCH_UPDATES` times a second (default 10), to a new
+//! measured-looking value (17 digits, as gossip carries values exactly), while a probe key is published on one member after another. Members start
 //! spread over one interval, so their rounds are out of phase as in a real cluster. Convergence is the time from publishing the probe
 //! until 99 % (and 100 %) of members have it, from key-change callbacks. Bandwidth is bytes sent
 //! per node per second (as many are received). `cpu/node` is the process's CPU time per
@@ -24,6 +25,9 @@
 //! `GOSSIP_BENCH_ENCODING=keys` pins one key per metric, as before schema version 2.
 //! `anon/node` is the process's anonymous RSS after the idle window divided by the member
 //! count: about one member's heap (its view of the cluster, digests, failure detector).
+//! `FIGURE gossip_update_scan_us` is the wall-clock cost of one scan for members' updates that
+//! finds none (`GossipMember::sync_updates`), which the coordinator's view runs on every tick to
+//! see deletions: a step and a comparison per known member.
 //!
 //! Run: `cargo bench -p telemesh-core --bench gossip`. Choose runs with
 //! `GOSSIP_BENCH=udp10@1000,udp100@200,chan1000v@1000` (name@interval in ms).
@@ -150,6 +154,8 @@ struct Report {
     loaded_dps: f64,
     cpu_per_node: f64,
     heap_per_node: f64,
+    /// Wall-clock µs of one scan for members' updates that finds none.
+    update_scan_us: f64,
     drops: u64,
 }
 
@@ -197,6 +203,7 @@ impl Report {
                 Some(self.heap_per_node / 1000.0),
                 "KB",
             ),
+            ("gossip_update_scan_us", Some(self.update_scan_us), "us"),
         ];
         for (series, value, unit) in figures {
             // A figure not reached (a trial past its deadline) is left out, not printed as 0.
@@ -326,7 +333,10 @@ async fn publish_initial(members: &[GossipMember]) {
 }
 
 /// The load: each tick every member changes one of the first ten metrics (five families), so
-/// at 10 updates a second each of them changes once a second.
+/// at 10 updates a second each of them changes once a second. The values look measured (ratios
+/// and rates to 17 digits, as collectors compute them and as gossip carries them, exactly:
+/// `telemesh_core::gossip::groups`), not short decimals, which would hide what exact values
+/// cost on the wire.
 async fn load(members: Arc<Vec<GossipMember>>, updates_per_second: u32) {
     let names: Vec<MetricName> = agent_metric_names().into_iter().take(10).collect();
     let mut tick = tokio::time::interval(Duration::from_secs(1) / updates_per_second.max(1));
@@ -335,7 +345,7 @@ async fn load(members: Arc<Vec<GossipMember>>, updates_per_second: u32) {
         for (i, m) in members.iter().enumerate() {
             let sample = Sample {
                 name: names[(round + i) % names.len()].clone(),
-                value: ((round * 31 + i * 7) % 1000) as f64 / 10.0,
+                value: ((round * 31 + i * 7) % 1000) as f64 / 997.0,
             };
             let _ = m.publish_metrics(&[sample], SystemTime::now()).await;
         }
@@ -382,6 +392,16 @@ async fn bench(run: &Run) -> Report {
     let idle_bps = (b1 - b0) as f64 / n as f64 / t0.elapsed().as_secs_f64();
     let heap_per_node = process_rss_split_mib(std::process::id()).0 * 1024.0 * 1024.0 / n as f64;
     progress("idle window done", started);
+
+    // What a reader pays to follow members' versions on its own tick, as the coordinator's view
+    // does: the scan for updates when nothing moved (wall clock, one core).
+    members[0].sync_updates().await;
+    let calls = 200;
+    let timer = std::time::Instant::now();
+    for _ in 0..calls {
+        members[0].sync_updates().await;
+    }
+    let update_scan_us = timer.elapsed().as_secs_f64() * 1e6 / f64::from(calls);
 
     // Loaded: metric churn plus probes.
     let trials = if n >= 1000 { 3 } else { 10 };
@@ -457,6 +477,7 @@ async fn bench(run: &Run) -> Report {
         loaded_dps: (d1 - d0) as f64 / n as f64 / elapsed,
         cpu_per_node,
         heap_per_node,
+        update_scan_us,
         drops,
     }
 }

@@ -101,6 +101,14 @@ pub const KNOWN: &[Known] = &[
         MEMBERS,
         None,
     ),
+    // The scan for members' updates a coordinator's view runs on every tick to see deletions
+    // (issue 37).
+    known(
+        "gossip_update_scan_us",
+        "Scan for members' updates, none found",
+        MEMBERS,
+        None,
+    ),
     // coordinator/benches/extender.rs: nodeCacheCapable, rewards and a blended policy.
     known(
         "extender_filter_p99_us",
@@ -157,6 +165,20 @@ pub const KNOWN: &[Known] = &[
         "Freshness: view fold p99",
         MEMBERS,
         None,
+    ),
+    // The same bench: a metric a node stops publishing, until every replica's filter treats it
+    // as unknown (issue 37).
+    known(
+        "freshness_removal_p50_s",
+        "Metric removal reaches every replica, p50",
+        MEMBERS,
+        None,
+    ),
+    known(
+        "freshness_removal_p99_s",
+        "Metric removal reaches every replica, p99",
+        MEMBERS,
+        Some((1.5, 1000)),
     ),
 ];
 

@@ -15,9 +15,16 @@
 //! else empty, written `*`. A group whose value would pass [`MAX_VALUE_LEN`] is split into
 //! chunks `M:<prefix>`, `M:<prefix>#1`, ... by whole entries.
 //!
-//! **Values are rounded** to [`SIGNIFICANT_DIGITS`] significant digits before they are written
-//! (both encodings): collectors compute ratios and rates to 17 digits, and the agent's 2 %
-//! deadband cannot see below the fifth. A policy threshold compares with the rounded value.
+//! **Values are exact** (both encodings): each is written in the shortest text that reads back as
+//! the same `f64` ([`format_f64`]), so every reader holds the agent's own value bit for bit. They
+//! were rounded to 6 significant digits before, which saved bytes but made gossip carry values
+//! that were not the node's: a node reporting 1000001 bytes was 1000000 to the coordinators, and
+//! a rule `GreaterThan 1000000` was violated for its agent (and for TAS, which reads the node's
+//! own figure) but not for the extender. What exactness costs on the wire is measured by
+//! `core/benches/gossip.rs` (docs/scale.md, "Exact values"). The agent's deadband still holds
+//! back small moves, but never one that takes a value across a policy's target
+//! (`telemesh_core::policy::targets`), so the value gossip carries is always on the same side of
+//! every target as the agent's own.
 //!
 //! **Rolling upgrades.** Version 1 readers skip `M:` keys as unknown. So a writer packs groups
 //! only while no live observer advertises a schema below 2 ([`choose_encoding`]); otherwise it
@@ -32,9 +39,6 @@ use crate::metric::MetricName;
 
 /// The key prefix of metric groups.
 pub const GROUP_PREFIX: &str = "M:";
-
-/// Significant digits a published value keeps (relative error below 5e-6).
-pub const SIGNIFICANT_DIGITS: usize = 6;
 
 /// The schema version that reads metric groups.
 pub const GROUPS_SINCE: u32 = 2;
@@ -62,15 +66,6 @@ pub fn choose_encoding(
     } else {
         MetricEncoding::Groups
     }
-}
-
-/// Rounds `v` to [`SIGNIFICANT_DIGITS`] significant digits and formats it in the fewest
-/// characters ([`format_f64`]).
-pub fn format_rounded(v: f64) -> String {
-    let rounded = format!("{v:.prec$e}", prec = SIGNIFICANT_DIGITS - 1)
-        .parse::<f64>()
-        .unwrap_or(v);
-    format_f64(rounded)
 }
 
 /// The group prefix of a metric name: up to and including its second `_`, else its first,
@@ -106,7 +101,7 @@ pub fn encode_group<'a>(
     let mut current = stamp.clone();
     for (name, value) in metrics {
         let suffix = name.as_str().strip_prefix(prefix).unwrap_or(name.as_str());
-        let entry = format!(";{suffix}={}", format_rounded(value));
+        let entry = format!(";{suffix}={}", format_f64(value));
         if current.len() + entry.len() > MAX_VALUE_LEN && current.len() > stamp.len() {
             chunks.push(std::mem::replace(&mut current, stamp.clone()));
         }
@@ -208,14 +203,32 @@ mod tests {
         assert_eq!(prefix_of("_x_y"), "_x_");
     }
 
+    /// Values cross gossip exactly: what a reader decodes is the agent's value bit for bit,
+    /// however many digits it needs (rounded to 6 digits, 1000001 read back as 1000000).
     #[test]
-    fn values_keep_six_significant_digits() {
-        assert_eq!(format_rounded(0.123_456_789_123), "0.123457");
-        assert_eq!(format_rounded(15_987_654_321.0), "1.59877e10");
-        assert_eq!(format_rounded(0.42), "0.42");
-        assert_eq!(format_rounded(-1.0), "-1");
-        assert_eq!(format_rounded(0.0), "0");
-        assert_eq!(format_rounded(1.234_567e-9), "1.23457e-9");
+    fn values_read_back_bit_for_bit() {
+        let values = [
+            1_000_001.0,
+            1_999_999_999.0,
+            0.123_456_789_123,
+            15_987_654_321.0,
+            0.1 + 0.2,
+            -1.0,
+            0.0,
+            -0.0,
+            1.234_567e-9,
+            f64::MAX,
+            5e-324,
+        ];
+        let names: Vec<MetricName> = (0..values.len())
+            .map(|i| name(&format!("node_x_{i}")))
+            .collect();
+        let chunks = encode_group("node_x_", names.iter().zip(values), 1_000);
+        let back = decode_group("node_x_", &chunks[0]).unwrap();
+        for (n, v) in names.iter().zip(values) {
+            assert_eq!(back[n].value.to_bits(), v.to_bits(), "{n}: {}", chunks[0]);
+        }
+        assert!(chunks[0].contains(";0=1000001;"), "{}", chunks[0]);
     }
 
     #[test]

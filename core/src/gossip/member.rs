@@ -644,14 +644,39 @@ impl GossipMember {
     /// cheaper when following [`MembershipEvent`]s one node at a time.
     pub async fn member(&self, node_name: &str) -> Option<Member> {
         let chitchat = self.chitchat.lock().await;
-        let (id, node) = chitchat
-            .node_states()
-            .iter()
-            .filter(|(id, _)| &*id.node_id == node_name)
-            .max_by_key(|(id, _)| id.generation_id)?;
+        let (id, node) = newest(&chitchat, node_name)?;
         self.membership.lock().sync_one(&chitchat, id);
         let live = chitchat.live_nodes().any(|l| l == id);
         Some(describe(&chitchat, id, node, live))
+    }
+
+    /// Calls `visit` with the newest generation of each named member and the keys it holds now,
+    /// deletions included ([`HeldKeys`]), all under one lock: what a reader that follows key
+    /// changes ([`Self::on_key_change`], which never reports a deletion) reads to find what a
+    /// member stopped publishing. Names this member does not know are skipped. `visit` runs
+    /// with the gossip state locked: keep it short and do not call this member from it.
+    pub async fn visit_keys<'n>(
+        &self,
+        node_names: impl IntoIterator<Item = &'n str>,
+        mut visit: impl FnMut(&MemberId, HeldKeys<'_>),
+    ) {
+        let chitchat = self.chitchat.lock().await;
+        for name in node_names {
+            if let Some((id, node)) = newest(&chitchat, name) {
+                visit(&MemberId::from(id), HeldKeys { node });
+            }
+        }
+    }
+
+    /// Reports [`MembershipEvent::Updated`] now, instead of at the next round, for each live
+    /// member whose version moved; joins and departures keep to the round. A member's deletions
+    /// reach a reader only this way (its version moves with no key change to show for it), so a
+    /// reader that must see them sooner than a round, as the coordinator's view does, calls this
+    /// on its own tick. It walks every known member in order: a step and a comparison for each
+    /// that did not move.
+    pub async fn sync_updates(&self) {
+        let chitchat = self.chitchat.lock().await;
+        self.membership.lock().sync_updates(&chitchat);
     }
 
     /// Number of members the failure detector hears, self included (cheap: nothing is parsed;
@@ -804,6 +829,60 @@ impl fmt::Debug for GossipMember {
             .field("role", &self.role)
             .finish_non_exhaustive()
     }
+}
+
+/// What one member holds now, as [`GossipMember::visit_keys`] reads it: its live keys and the
+/// keys it deleted, whose tombstones chitchat keeps for the tombstone grace period.
+#[derive(Clone, Copy)]
+pub struct HeldKeys<'a> {
+    node: &'a chitchat::NodeState,
+}
+
+// === impl HeldKeys ===
+
+impl<'a> HeldKeys<'a> {
+    /// The value of `key`, if the member holds it (set and not deleted since).
+    pub fn get(&self, key: &str) -> Option<&'a str> {
+        self.node.get(key)
+    }
+
+    /// The keys starting with `prefix` that the member holds, with their values, in key order.
+    pub fn with_prefix(&self, prefix: &'a str) -> impl Iterator<Item = (&'a str, &'a str)> + 'a {
+        self.node
+            .iter_prefix(prefix)
+            .map(|(key, v)| (key, v.value.as_str()))
+    }
+
+    /// The keys the member deleted and has not set again, in key order (tombstones are kept for
+    /// the tombstone grace period, then forgotten).
+    pub fn deleted(&self) -> impl Iterator<Item = &'a str> + 'a {
+        self.node
+            .key_values_including_deleted()
+            .filter(|(_, v)| v.is_deleted())
+            .map(|(key, _)| key)
+    }
+}
+
+impl fmt::Debug for HeldKeys<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HeldKeys")
+            .field("max_version", &self.node.max_version())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The newest generation of `node_name` that chitchat knows, found in the node states' order
+/// (name, then generation) rather than by a scan of every member.
+fn newest<'c>(
+    chitchat: &'c Chitchat,
+    node_name: &str,
+) -> Option<(&'c ChitchatId, &'c chitchat::NodeState)> {
+    let first = ChitchatId::new(node_name, 0, SocketAddr::from(([0, 0, 0, 0], 0)));
+    chitchat
+        .node_states()
+        .range(first..)
+        .take_while(|(id, _)| &*id.node_id == node_name)
+        .max_by_key(|(id, _)| id.generation_id)
 }
 
 /// Reads one chitchat node state as a [`Member`].
@@ -1062,6 +1141,70 @@ mod tests {
 
     /// A push reaches each live observer within a round trip, between rounds, and no agent:
     /// rounds are 10 s apart on a paused clock, so only the push can carry the value at once.
+    /// A deletion shows only as the member's version moving: a reader that syncs membership
+    /// sees an update at once (not at the next round), and the keys it re-reads show the
+    /// deletion (paused clock, 10 s rounds, the deletion pushed between rounds).
+    #[tokio::test(start_paused = true)]
+    async fn a_reader_sees_a_deletion_as_an_update_and_in_the_keys_it_reads() {
+        let channel = chitchat::transport::ChannelTransport::with_mtu(65_507);
+        let member = |name: &str, port: u16, role: Role, seeds: Vec<String>| {
+            let mut c = GossipConfig::new(
+                name,
+                "mesh",
+                SocketAddr::from(([127, 0, 0, 1], port)),
+                Security::Insecure,
+            );
+            c.gossip_interval = Duration::from_secs(10);
+            c.role = role;
+            c.seeds = seeds;
+            c
+        };
+        let a = GossipMember::start_on(member("a", 30_041, Role::Agent, vec![]), &channel)
+            .await
+            .unwrap();
+        let seed = vec![a.id().gossip_addr.to_string()];
+        let c = GossipMember::start_on(member("c", 30_042, Role::Observer, seed), &channel)
+            .await
+            .unwrap();
+        let pod = StateKey::Scavenger("u1".into());
+        a.set(&pod, "ns/a@1000@500@1024").await.unwrap();
+        // Rounds at 0, 10 and 20 s: both live, the key known; the next round is at 30 s.
+        tokio::time::sleep(Duration::from_secs(25)).await;
+        c.sync_updates().await;
+        let mut events = c.events();
+        async fn held(c: &GossipMember) -> (bool, Vec<String>) {
+            let (mut live, mut deleted) = (false, Vec::new());
+            c.visit_keys(["a", "nobody"], |id, keys| {
+                assert_eq!(&*id.node_name, "a");
+                live = keys.get("s:u1").is_some();
+                deleted = keys.deleted().map(str::to_owned).collect();
+            })
+            .await;
+            (live, deleted)
+        }
+        assert_eq!(held(&c).await, (true, vec![]));
+
+        a.delete(&pod).await.unwrap();
+        assert_eq!(a.push_to_observers().await, 1);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(
+            matches!(
+                events.try_recv(),
+                Err(broadcast::error::TryRecvError::Empty)
+            ),
+            "nothing reported before the reader syncs"
+        );
+        c.sync_updates().await;
+        match events.try_recv() {
+            Ok(MembershipEvent::Updated(id)) => assert_eq!(&*id.node_name, "a"),
+            other => panic!("expected a's update, got {other:?}"),
+        }
+        assert_eq!(held(&c).await, (false, vec!["s:u1".to_owned()]));
+        // Nothing changed since: nothing reported.
+        c.sync_updates().await;
+        assert!(events.try_recv().is_err());
+    }
+
     #[tokio::test(start_paused = true)]
     async fn a_push_reaches_the_observers_between_rounds_and_no_agent() {
         let channel = chitchat::transport::ChannelTransport::with_mtu(65_507);

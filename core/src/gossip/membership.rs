@@ -21,6 +21,11 @@ use super::schema::StateKey;
 pub(crate) struct Membership {
     reported: HashMap<ChitchatId, u64>,
     scratch: HashMap<ChitchatId, u64>,
+    /// Every known member's max version as of the last [`Membership::sync_updates`], in the
+    /// order of chitchat's node states, so that the next walks both in step.
+    walked: Vec<(ChitchatId, u64)>,
+    /// Members whose version moved during a walk (kept to reuse its allocation).
+    moved: Vec<ChitchatId>,
     leaving_key: String,
     events: broadcast::Sender<MembershipEvent>,
 }
@@ -33,6 +38,8 @@ impl Membership {
         Self {
             reported: HashMap::new(),
             scratch: HashMap::new(),
+            walked: Vec::new(),
+            moved: Vec::new(),
             leaving_key: StateKey::Leaving.to_string(),
             events,
         }
@@ -59,6 +66,49 @@ impl Membership {
             self.send(self.departure(chitchat, id));
         }
         self.scratch = std::mem::replace(&mut self.reported, current);
+    }
+
+    /// Reports an update of each reported member whose version moved since it was reported;
+    /// joins and departures wait for [`Self::sync`]. It walks chitchat's node states in step
+    /// with the previous walk (both in the same order, members compared by their shared
+    /// pointers), so a member that did not move costs a step and a comparison, no lookup and no
+    /// allocation: cheap enough for a reader's short tick
+    /// ([`GossipMember::sync_updates`](super::GossipMember::sync_updates)).
+    pub(crate) fn sync_updates(&mut self, chitchat: &Chitchat) {
+        let states = chitchat.node_states();
+        let mut moved = std::mem::take(&mut self.moved);
+        moved.clear();
+        let mut in_step = states.len() == self.walked.len();
+        if in_step {
+            for ((id, state), (seen, version)) in states.iter().zip(&mut self.walked) {
+                if id != seen {
+                    in_step = false;
+                    break;
+                }
+                if state.max_version() != *version {
+                    *version = state.max_version();
+                    moved.push(id.clone());
+                }
+            }
+        }
+        if !in_step {
+            // Members came or went since the last walk: start a new one, and look at everyone.
+            self.walked.clear();
+            self.walked
+                .extend(states.iter().map(|(id, s)| (id.clone(), s.max_version())));
+            moved.clear();
+            moved.extend(self.reported.keys().cloned());
+        }
+        for id in &moved {
+            let now = self.staying_version(chitchat, id);
+            if let (Some(version), Some(reported)) = (now, self.reported.get_mut(id))
+                && *reported != version
+            {
+                *reported = version;
+                let _ = self.events.send(MembershipEvent::Updated(id.into()));
+            }
+        }
+        self.moved = moved;
     }
 
     /// Reports the change of one member only: what a reader of that one member needs.

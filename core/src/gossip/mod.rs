@@ -24,8 +24,8 @@ pub mod seal;
 pub use clock::{ClusterClock, LocalClock};
 pub use keyring::{Keyring, KeyringError};
 pub use member::{
-    GossipConfig, GossipError, GossipMember, KeyChange, KeySubscription, Liveness, Member,
-    MemberId, MembershipEvent, Security,
+    GossipConfig, GossipError, GossipMember, HeldKeys, KeyChange, KeySubscription, Liveness,
+    Member, MemberId, MembershipEvent, Security,
 };
 pub use relay::{DropReason, RelayConfig, TransportCounters, TransportStats};
 pub use replay::ReplayConfig;

@@ -55,7 +55,8 @@ pub(crate) const ROLE_KEY: &str = "role";
 const LEAVING_KEY: &str = "leaving";
 /// The key of an agent's QUIC address ([`StateKey::QuicAddr`]).
 pub const QUIC_ADDR_KEY: &str = "quic";
-const METRIC_PREFIX: &str = "m:";
+/// The prefix of single metric keys ([`StateKey::Metric`]).
+pub const METRIC_PREFIX: &str = "m:";
 const REWARD_PREFIX: &str = "r:";
 const VIOLATION_PREFIX: &str = "v:";
 /// The prefix of scavenger pod keys ([`StateKey::Scavenger`]).
@@ -409,15 +410,12 @@ pub fn metric_entry(sample: &Sample, at: SystemTime) -> Result<(String, String)>
     ))
 }
 
-/// Returns `sample` as published at `at`: its name checked as a key, its value finite, rounded
-/// to [`groups::SIGNIFICANT_DIGITS`] digits and within [`MAX_VALUE_LEN`] as a `m:` value.
+/// Returns `sample` as published at `at`: its name checked as a key, its value finite (and
+/// exact: [`groups`], "Values are exact") and within [`MAX_VALUE_LEN`] as a `m:` value.
 pub fn published_value(sample: &Sample, at: SystemTime) -> Result<MetricValue> {
     let key = StateKey::Metric(sample.name.clone());
     key.validate()?;
-    let mut value = MetricValue::new(&sample.name, sample.value, at)?;
-    value.value = groups::format_rounded(value.value)
-        .parse()
-        .unwrap_or(value.value);
+    let value = MetricValue::new(&sample.name, sample.value, at)?;
     key.validate_value(&value.to_string())?;
     Ok(value)
 }

@@ -1,7 +1,8 @@
 //! TASPolicy: the custom resource ([`crd`]), its validated form ([`Policy`], built by
 //! [`Policy::compile`]) and pure evaluation against a node's metrics ([`eval`]) and across
-//! candidate nodes ([`score`]). No API calls: the agent (labels, evictions) and the coordinator
-//! (filter, prioritize) apply the verdicts.
+//! candidate nodes ([`score`]), and the targets a publication deadband must not hide
+//! ([`targets`]). No API calls: the agent (labels, evictions) and the coordinator (filter,
+//! prioritize) apply the verdicts.
 //!
 //! Where TAS is broken we are right instead (reference §5): fractional targets, stale metrics
 //! are unknown, an unknown strategy or operator is reported instead of silently skipping the
@@ -12,6 +13,7 @@ pub mod crd;
 pub mod eval;
 pub mod rule;
 pub mod score;
+pub mod targets;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -19,6 +21,7 @@ use std::fmt;
 pub use crd::{TASPolicy, TASPolicySpec, TASPolicyStatus};
 pub use eval::{Metrics, NodeReadings, Reading, RuleOutcome, Unknown, Verdict};
 pub use rule::{LabelRule, Labeling, LogicalOperator, Operator, Rule, RuleSet};
+pub use targets::Targets;
 
 /// Prefix of labeling-strategy node labels: `telemetry.aware.scheduling.<policy>/<key>`.
 pub const LABELING_PREFIX: &str = "telemetry.aware.scheduling.";
@@ -230,6 +233,22 @@ impl Policy {
             }
         }
         out
+    }
+
+    /// The rules that compare a metric with a target: `dontschedule`, `deschedule` and
+    /// `labeling` (those compiled without problems: a strategy left out is enforced by no one).
+    /// `scheduleonmetric` ranks nodes by value and has no threshold. What a publication deadband
+    /// must not hide a crossing of ([`Targets`]).
+    pub fn threshold_rules(&self) -> impl Iterator<Item = &Rule> {
+        [&self.dont_schedule, &self.deschedule]
+            .into_iter()
+            .flatten()
+            .flat_map(|set| &set.rules)
+            .chain(
+                self.labeling
+                    .iter()
+                    .flat_map(|l| l.rules.iter().map(|r| &r.rule)),
+            )
     }
 
     /// The policy's `namespace/name`.
