@@ -1840,16 +1840,17 @@ mod tests {
         (agent, observer)
     }
 
-    /// Real gossip on loopback: an agent deletes scavenger pods' keys, before and after the
-    /// observer's failure detector has it live, and the view drops them long before the
-    /// (hour-long) resync would.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn deleted_scavenger_pods_leave_the_view_within_rounds() {
-        use telemesh_core::testing::eventually;
-
-        const WITHIN: Duration = Duration::from_secs(20);
-        let (agent, observer) = agent_and_observer().await;
-        let mut events = observer.events();
+    /// An updater on `observer` with a 20 ms tick and an hour-long resync, so that only the
+    /// tick's re-reads can remove anything; stop it with the token, then await the task.
+    async fn run_updater(
+        observer: Arc<GossipMember>,
+        stale_after: Duration,
+    ) -> (
+        ClusterView,
+        ViewMetrics,
+        CancellationToken,
+        tokio::task::JoinHandle<()>,
+    ) {
         let view = ClusterView::default();
         let mut registry = prometheus_client::registry::Registry::default();
         let metrics = ViewMetrics::register(&mut registry);
@@ -1860,13 +1861,27 @@ mod tests {
                 tick: Duration::from_millis(20),
                 resync: Duration::from_secs(3600),
                 sync_timeout: Duration::from_millis(100),
-                stale_after: Duration::from_secs(45),
+                stale_after,
             },
             metrics.clone(),
         )
         .await;
         let stop = CancellationToken::new();
         let task = tokio::spawn(updater.run(stop.clone()));
+        (view, metrics, stop, task)
+    }
+
+    /// Real gossip on loopback: an agent deletes scavenger pods' keys, before and after the
+    /// observer's failure detector has it live, and the view drops them long before the
+    /// (hour-long) resync would.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn deleted_scavenger_pods_leave_the_view_within_rounds() {
+        use telemesh_core::testing::eventually;
+
+        const WITHIN: Duration = Duration::from_secs(20);
+        let (agent, observer) = agent_and_observer().await;
+        let mut events = observer.events();
+        let (view, metrics, stop, task) = run_updater(observer, Duration::from_secs(45)).await;
         let pods = |view: &ClusterView| -> Vec<String> {
             view.load()
                 .node("n1")
@@ -1930,23 +1945,7 @@ mod tests {
 
         const WITHIN: Duration = Duration::from_secs(20);
         let (agent, observer) = agent_and_observer().await;
-        let view = ClusterView::default();
-        let mut registry = prometheus_client::registry::Registry::default();
-        let metrics = ViewMetrics::register(&mut registry);
-        let updater = Updater::new(
-            observer,
-            view.clone(),
-            ViewConfig {
-                tick: Duration::from_millis(20),
-                resync: Duration::from_secs(3600),
-                sync_timeout: Duration::from_millis(100),
-                stale_after: Duration::from_secs(3600),
-            },
-            metrics.clone(),
-        )
-        .await;
-        let stop = CancellationToken::new();
-        let task = tokio::spawn(updater.run(stop.clone()));
+        let (view, metrics, stop, task) = run_updater(observer, Duration::from_secs(3600)).await;
         let held = |view: &ClusterView| -> Vec<String> {
             view.load()
                 .node("n1")
