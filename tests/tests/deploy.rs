@@ -555,7 +555,7 @@ async fn chart_values_render_what_they_promise() {
         }
     }
 
-    // ScavengerJobs: the threshold and measure reach the flags; the Secret check is on only
+    // ScavengerJobs: the threshold, measure and queue mode reach the flags; the Secret check is on only
     // where Secrets may be read, and they may be read only in the listed namespaces.
     let coord_args = |docs: &[chart::Doc]| {
         find(docs, "Deployment", "telemesh-coordinator")["spec"]["template"]["spec"]["containers"]
@@ -567,15 +567,18 @@ async fn chart_values_render_what_they_promise() {
     let args = coord_args(&defaults);
     assert_eq!(flag(&args, "--scavenger-threshold"), Some("0.7"));
     assert_eq!(flag(&args, "--scavenger-use"), Some("requested"));
+    assert_eq!(flag(&args, "--scavenger-queue"), Some("strict"));
     assert_eq!(flag(&args, "--scavenger-check-secrets"), Some("false"));
     let checked = render(json!({"scavengers": {
-        "secretNamespaces": ["batch-a", "batch-b"], "threshold": 0.5, "use": "both"
+        "secretNamespaces": ["batch-a", "batch-b"], "threshold": 0.5, "use": "both",
+        "queue": "backfill"
     }}));
     assert_eq!(secret_grants(&checked), ["batch-a", "batch-b"]);
     let args = coord_args(&checked);
     assert_eq!(flag(&args, "--scavenger-check-secrets"), Some("true"));
     assert_eq!(flag(&args, "--scavenger-threshold"), Some("0.5"));
     assert_eq!(flag(&args, "--scavenger-use"), Some("both"));
+    assert_eq!(flag(&args, "--scavenger-queue"), Some("backfill"));
 }
 
 /// The verbs the agent's ClusterRole grants on Nodes.

@@ -15,7 +15,10 @@
 //! with what explains them: preempt calls, extender answers kube-scheduler refused (it then
 //! preempts on its own), ScavengerJob and pod runs interrupted, the most one run lost.
 //! `TELEMESH_SCAVENGE_DAY_TRACE=<dir>` leaves each run's timeline, ledger and logs there
-//! ([`Trace`]).
+//! ([`Trace`]). `TELEMESH_SCAVENGE_DAY_SEED` replays another day of the same generator (default
+//! [`SEED`]), `TELEMESH_SCAVENGE_DAY_QUEUE` passes `--scavenger-queue` (`strict`, the default,
+//! or `backfill`). The last line, `DAY seed=… queue=… ranked=… plain=… ratio=…`, is what
+//! scripts/scavenge-day.sh collects over several days.
 //!
 //! Not part of the test suite's figures: it runs only when `TELEMESH_SCAVENGE_DAY` is set (to
 //! the real seconds one simulated day takes; scripts/scavenge-day.sh sets it), and otherwise
@@ -49,8 +52,27 @@ const DAY: f64 = 86_400.0;
 const THRESHOLD: f64 = 0.70;
 /// Simulated time between two steps of the driver (replica changes, arrivals, use samples).
 const STEP: f64 = 300.0;
-/// The seed of the day's arrivals: both runs replay the same day.
+/// The default seed of the day's arrivals: both runs replay the same day.
 const SEED: u64 = 20_261_124;
+
+/// The seed of the day replayed: `TELEMESH_SCAVENGE_DAY_SEED`, else [`SEED`].
+fn day_seed() -> u64 {
+    static SEED_OF_DAY: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *SEED_OF_DAY.get_or_init(|| {
+        std::env::var("TELEMESH_SCAVENGE_DAY_SEED").map_or(SEED, |s| {
+            s.parse()
+                .expect("TELEMESH_SCAVENGE_DAY_SEED is an unsigned integer")
+        })
+    })
+}
+
+/// The coordinator's `--scavenger-queue`: `TELEMESH_SCAVENGE_DAY_QUEUE`, else its default.
+fn queue_mode() -> Option<String> {
+    std::env::var("TELEMESH_SCAVENGE_DAY_QUEUE")
+        .ok()
+        .filter(|q| !q.is_empty())
+}
+
 /// Simulated seconds of arrivals before midnight still waiting at 0:00.
 const BACKLOG: f64 = 4.0 * 3600.0;
 /// Pods of each nightly ETL run (2 CPUs each).
@@ -74,7 +96,7 @@ struct Arrival {
 /// queue at 0:00 (created at once), as the evening's jobs do when the cluster is full, so the
 /// night's scavengers hold the room up to the threshold from the first ETL run on.
 fn arrivals() -> Vec<Arrival> {
-    let mut rng = StdRng::seed_from_u64(SEED);
+    let mut rng = StdRng::seed_from_u64(day_seed());
     let mut out = Vec::new();
     let mut at = -BACKLOG;
     let mut i = 0;
@@ -119,7 +141,7 @@ fn web_replicas(t: f64) -> i32 {
 
 /// The daytime swing of each quarter hour, -3 to 3 pods, the same in both runs.
 fn day_swings() -> [i32; 96] {
-    let mut rng = StdRng::seed_from_u64(SEED ^ 0x5157_1e6e);
+    let mut rng = StdRng::seed_from_u64(day_seed() ^ 0x5157_1e6e);
     std::array::from_fn(|_| rng.random_range(-3..=3))
 }
 
@@ -181,7 +203,9 @@ async fn a_day_of_scavengers_with_and_without_unsaved_work_ranking() {
     telemesh_core::telemetry::init(telemesh_core::cli::LogFormat::Text, "warn");
     let speed = DAY / day_seconds;
     println!(
-        "one simulated day in {day_seconds} s ({speed:.0}× real time), {} ScavengerJobs",
+        "one simulated day in {day_seconds} s ({speed:.0}× real time), seed {}, queue {}, {} ScavengerJobs",
+        day_seed(),
+        queue_mode().as_deref().unwrap_or("strict (default)"),
         arrivals().len()
     );
     let ranked = replay("unsaved", speed).await;
@@ -269,6 +293,20 @@ fn print_figures(ranked: &Run, plain: &Run, speed: f64) {
             println!("  {line}");
         }
     }
+    // One line per day for scripts/scavenge-day.sh.
+    println!(
+        "DAY seed={} queue={} ranked={:.0} plain={:.0} ratio={ratio:.3} runs_interrupted={}/{} refused={}/{} use={:.1}/{:.1}",
+        day_seed(),
+        queue_mode().as_deref().unwrap_or("strict"),
+        ranked.wasted_cpu_seconds * speed,
+        plain.wasted_cpu_seconds * speed,
+        ranked.job_interruptions,
+        plain.job_interruptions,
+        refused(ranked),
+        refused(plain),
+        ranked.total_use * 100.0,
+        plain.total_use * 100.0,
+    );
 }
 
 /// Replays the day with `victims` as the coordinator's `--scavenger-victims`.
@@ -277,12 +315,13 @@ async fn replay(victims: &str, speed: f64) -> Run {
     let client = env.client().await;
     install(&client).await;
     let nodes: Vec<(&str, &str)> = NODES.iter().map(|n| (*n, "node_metric 1\n")).collect();
-    let coordinator_args = [
+    let mut coordinator_args = vec![
         format!("--scavenger-victims={victims}"),
         format!("--scavenger-threshold={THRESHOLD}"),
         "--scavenger-admission-interval=500ms".to_owned(),
         "--scavenger-unschedulable-timeout=10s".to_owned(),
     ];
+    coordinator_args.extend(queue_mode().map(|q| format!("--scavenger-queue={q}")));
     let coordinator_args: Vec<&str> = coordinator_args.iter().map(String::as_str).collect();
     let mesh = Mesh::start_with(&env, &nodes, &[], &coordinator_args, 1).await;
     // Waste from preemption only: no agent is under pressure, so none evicts a scavenger.

@@ -16,7 +16,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use std::sync::atomic::AtomicU64;
 use telemesh_core::cli::parse_duration;
-use telemesh_core::scavenge::controller::UseMode;
+use telemesh_core::scavenge::controller::{QueueMode, UseMode};
 use telemesh_core::scavenge::crd::Phase;
 
 use crate::config::ConfigError;
@@ -37,6 +37,13 @@ pub struct ScavengerArgs {
     /// requests) or `both` (the larger).
     #[arg(long, env = "TELEMESH_SCAVENGER_USE", value_enum, default_value_t = UseMode::Requested)]
     pub scavenger_use: UseMode,
+    /// How waiting ScavengerJobs take their turn: `strict` (the default: only the head of the
+    /// queue starts, so a big interrupted job never starves behind small ones) or `backfill`
+    /// (while the head does not fit, the first job behind it that fits starts too, if the head
+    /// and every job ranked behind it holding room would still fit beside ordinary demand and
+    /// the jobs ranked ahead of the head).
+    #[arg(long, env = "TELEMESH_SCAVENGER_QUEUE", value_enum, default_value_t = QueueMode::Strict)]
+    pub scavenger_queue: QueueMode,
     /// How long a run's pods may stay unschedulable before its Job is removed and the
     /// ScavengerJob waits for another turn.
     #[arg(long, env = "TELEMESH_SCAVENGER_UNSCHEDULABLE_TIMEOUT", default_value = "2m", value_parser = parse_duration)]
@@ -67,6 +74,8 @@ pub struct Settings {
     pub threshold: f64,
     /// What use means.
     pub mode: UseMode,
+    /// How the queue lets jobs start.
+    pub queue: QueueMode,
     /// Unschedulable timeout.
     pub unschedulable_timeout: Duration,
     /// Start timeout.
@@ -107,6 +116,7 @@ impl TryFrom<ScavengerArgs> for Settings {
             enabled: a.scavengers,
             threshold: a.scavenger_threshold,
             mode: a.scavenger_use,
+            queue: a.scavenger_queue,
             unschedulable_timeout: a.scavenger_unschedulable_timeout,
             start_timeout: a.scavenger_start_timeout,
             admission_interval: a.scavenger_admission_interval,
@@ -247,5 +257,17 @@ mod tests {
         let zero = Cli::try_parse_from(["x", "--scavenger-start-timeout=0s"]).unwrap();
         let err = Settings::try_from(zero.args).unwrap_err().to_string();
         assert!(err.contains("--scavenger-start-timeout"), "{err}");
+    }
+
+    #[test]
+    fn the_queue_is_strict_unless_backfill_is_asked_for() {
+        let s = Settings::try_from(Cli::try_parse_from(["x"]).unwrap().args).unwrap();
+        assert_eq!(s.queue, QueueMode::Strict);
+        let backfill = Cli::try_parse_from(["x", "--scavenger-queue=backfill"]).unwrap();
+        assert_eq!(
+            Settings::try_from(backfill.args).unwrap().queue,
+            QueueMode::Backfill
+        );
+        assert!(Cli::try_parse_from(["x", "--scavenger-queue=fifo"]).is_err());
     }
 }

@@ -19,7 +19,8 @@ use kube::{Api, Client, Resource as _, ResourceExt as _};
 use parking_lot::Mutex;
 use telemesh_core::scavenge::JOB_LABEL;
 use telemesh_core::scavenge::controller::{
-    Admission, ClusterLoad, Decision, Observed, Transition, admission, queue, reconcile as decide,
+    Admission, ClusterLoad, Decision, Observed, Transition, admission_by, queue,
+    reconcile as decide,
 };
 use telemesh_core::scavenge::crd::{Phase, ScavengerJob, VolumeRef};
 use tokio::sync::watch;
@@ -235,9 +236,10 @@ async fn missing_volumes(
     Ok(missing)
 }
 
-/// The cluster load now (running jobs and those being started counted) and the jobs that
-/// may wait for a turn (not those being started); updates the use gauge.
-fn survey(ctx: &Context) -> (ClusterLoad, Vec<Arc<ScavengerJob>>) {
+/// The cluster load now (running jobs and those being started counted), the jobs that may
+/// wait for a turn (not those being started) and the jobs holding room (running, or started and
+/// not yet shown so by the watch); updates the use gauge.
+fn survey(ctx: &Context) -> (ClusterLoad, Vec<Arc<ScavengerJob>>, Vec<ScavengerJob>) {
     let all = ctx.jobs.state();
     let mut starting = ctx.starting.lock();
     // Kept until the watch shows the run started (or the job gone).
@@ -247,16 +249,17 @@ fn survey(ctx: &Context) -> (ClusterLoad, Vec<Arc<ScavengerJob>>) {
             .find(|j| j.uid().as_deref() == Some(uid.as_str()))
             .is_some_and(|j| runs(j) < runs(started))
     });
-    let holding: Vec<&ScavengerJob> = all
+    let holding: Vec<ScavengerJob> = all
         .iter()
         .map(AsRef::as_ref)
         .filter(|j| holds_capacity(j))
         .chain(starting.values())
+        .cloned()
         .collect();
     let load = cluster_load(
         &ctx.nodes.state(),
         &ctx.pods.state(),
-        holding,
+        &holding,
         &ctx.view.load(),
         ctx.view.now_ms(),
         ctx.stale_after,
@@ -268,21 +271,31 @@ fn survey(ctx: &Context) -> (ClusterLoad, Vec<Arc<ScavengerJob>>) {
         .into_iter()
         .filter(|j| !starting.contains_key(j.uid().as_deref().unwrap_or_default()))
         .collect();
-    (load, candidates)
+    (load, candidates, holding)
 }
 
-/// Whether `sj` may start now (next in the queue and fits under the threshold), or why it
-/// waits.
+/// Whether `sj` may start now (its turn by the queue mode, and it fits under the threshold),
+/// or why it waits.
 fn admitted(ctx: &Context, sj: &ScavengerJob) -> Admission {
-    let (load, candidates) = survey(ctx);
+    let (load, candidates, holding) = survey(ctx);
     let waiting = queue(candidates.iter().map(AsRef::as_ref));
-    admission(
+    let holding: Vec<&ScavengerJob> = holding.iter().collect();
+    let admission = admission_by(
+        ctx.settings.queue,
         sj,
         &waiting,
+        &holding,
         &load,
         ctx.settings.mode,
         ctx.settings.threshold,
-    )
+    );
+    if admission == Admission::Start && waiting.first().is_some_and(|head| head.uid() != sj.uid()) {
+        tracing::info!(
+            head = %waiting.first().map(|h| h.name_any()).unwrap_or_default(),
+            "backfilling: the head of the queue does not fit, this job does beside it"
+        );
+    }
+    admission
 }
 
 fn count_phases(ctx: &Context) {

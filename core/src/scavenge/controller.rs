@@ -1,7 +1,8 @@
 //! The ScavengerJob controller's decisions, as pure functions: the Job a run gets
-//! ([`job_for`]), the waiting queue ([`queue`]), admission under the use threshold
-//! ([`next_to_start`], [`ClusterLoad`]) and the reconcile step from what is observed to what
-//! to do ([`reconcile`]). The coordinator's `scavenge` module watches, calls and writes.
+//! ([`job_for`]), the waiting queue ([`queue`]), admission under the use threshold and the
+//! queue mode ([`admission_by`], [`ClusterLoad`], [`QueueMode`]) and the reconcile step from
+//! what is observed to what to do ([`reconcile`]). The coordinator's `scavenge` module
+//! watches, calls and writes.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
@@ -207,17 +208,21 @@ pub fn queue<'a>(jobs: impl IntoIterator<Item = &'a ScavengerJob>) -> Vec<&'a Sc
         .into_iter()
         .filter(|j| j.phase().is_waiting() && j.metadata.deletion_timestamp.is_none())
         .collect();
-    waiting.sort_by(|a, b| {
-        b.interrupted_count()
-            .cmp(&a.interrupted_count())
-            .then_with(|| {
-                let created = |j: &ScavengerJob| j.metadata.creation_timestamp.clone().map(|t| t.0);
-                created(a).cmp(&created(b))
-            })
-            .then_with(|| a.namespace().cmp(&b.namespace()))
-            .then_with(|| a.name_any().cmp(&b.name_any()))
-    });
+    waiting.sort_by(|a, b| rank(a, b));
     waiting
+}
+
+/// The queue's order between two jobs, waiting or not: most interrupted first, then oldest,
+/// then by namespace and name.
+fn rank(a: &ScavengerJob, b: &ScavengerJob) -> std::cmp::Ordering {
+    b.interrupted_count()
+        .cmp(&a.interrupted_count())
+        .then_with(|| {
+            let created = |j: &ScavengerJob| j.metadata.creation_timestamp.clone().map(|t| t.0);
+            created(a).cmp(&created(b))
+        })
+        .then_with(|| a.namespace().cmp(&b.namespace()))
+        .then_with(|| a.name_any().cmp(&b.name_any()))
 }
 
 // === admission ===
@@ -237,6 +242,24 @@ pub enum UseMode {
     Measured,
     /// The larger of the two: never above the threshold by either measure.
     Both,
+}
+
+/// How waiting jobs take their turn (`--scavenger-queue`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum QueueMode {
+    /// Only the head of the queue starts; nothing behind it jumps a head that does not fit, so
+    /// a big interrupted job never starves behind a stream of small ones. The default.
+    #[default]
+    Strict,
+    /// The seed's rule ("if no interrupted job fits, one that never ran and fits may start"),
+    /// bounded so that the head cannot starve: while the head does not fit, the first job
+    /// behind it (in queue order, so interrupted ones before those that never ran) that fits
+    /// may start if it also fits beside the head's next start. That start comes, at the latest,
+    /// when the room held by jobs the head waits for in any mode has freed (the running jobs
+    /// ranked ahead of it, or started before it began to wait); the head, the candidate and
+    /// every job that has already jumped the head must then fit under the threshold beside
+    /// ordinary demand ([`admission_by`]).
+    Backfill,
 }
 
 /// The cluster's capacity and load, summed over schedulable nodes.
@@ -276,6 +299,26 @@ impl ClusterLoad {
         }
     }
 
+    /// The load with `freed` no longer requested: running jobs' declared requests taken out
+    /// of `requested`, and out of `measured` as if they used what they request (never below
+    /// zero).
+    pub fn without(&self, freed: &Resources) -> ClusterLoad {
+        let mut out = self.clone();
+        for (r, v) in freed {
+            if let Some(requested) = out.requested.get_mut(r) {
+                *requested = (*requested - v).max(0.0);
+            }
+            let allocatable = self.allocatable.get(r).copied().unwrap_or(0.0);
+            match out.measured.get_mut(r) {
+                Some(measured) if allocatable > 0.0 => {
+                    *measured = (*measured - v / allocatable).max(0.0);
+                }
+                _ => {}
+            }
+        }
+        out
+    }
+
     fn share(&self, extra: &Resources, base: impl Fn(&str) -> f64) -> f64 {
         USE_RESOURCES
             .iter()
@@ -301,8 +344,8 @@ pub enum Admission {
     Wait(String),
 }
 
-/// The admission of `sj`, waiting in `queue` ([`queue`]'s order): [`next_to_start`]'s answer,
-/// or why not.
+/// The admission of `sj`, waiting in `queue` ([`queue`]'s order), strictly in order:
+/// [`next_to_start`]'s answer, or why not. [`admission_by`] with [`QueueMode::Strict`].
 pub fn admission(
     sj: &ScavengerJob,
     queue: &[&ScavengerJob],
@@ -310,26 +353,106 @@ pub fn admission(
     mode: UseMode,
     threshold: f64,
 ) -> Admission {
-    let same = |j: &&ScavengerJob| j.uid() == sj.uid() && j.name_any() == sj.name_any();
-    match queue.iter().position(same) {
-        Some(0) => {
-            let with = load.use_with(mode, &run_requests(sj));
-            if with <= threshold {
-                Admission::Start
-            } else {
-                Admission::Wait(format!(
-                    "waiting for room: cluster use would be {:.0}% with this job, over the {:.0}% threshold",
-                    with * 100.0,
-                    threshold * 100.0
-                ))
-            }
-        }
-        Some(ahead) => Admission::Wait(format!(
-            "waiting for its turn: {ahead} ScavengerJob{} ahead in the queue",
-            if ahead == 1 { "" } else { "s" }
-        )),
-        None => Admission::Wait("waiting".to_owned()),
+    admission_by(QueueMode::Strict, sj, queue, &[], load, mode, threshold)
+}
+
+/// The admission of `sj`, waiting in `queue` ([`queue`]'s order), by `queue_mode`; `running`
+/// are the jobs holding room (running or being started), whose declared requests `load`
+/// counts. The head starts when use counting it stays at or under `threshold`.
+///
+/// With [`QueueMode::Backfill`], while the head does not fit, the first job behind it that
+/// fits starts too if the head's reservation allows: use without the room of the running jobs
+/// the head waits for in strict order too (those ranked ahead of it, and those that started
+/// before it began to wait, [`waiting_since`]), with the head's and this job's requests on
+/// top, stays at or under the threshold. What stays counted is ordinary demand and the jobs
+/// that jumped the head, each admitted under the same bound: so once the room the head was
+/// waiting for anyway has freed, it fits beside every job that jumped it, and no stream of
+/// later, smaller jobs can push its start further. The reservation is EASY backfilling's,
+/// for the head only; without run times, "until the head's room comes" is "until the jobs it
+/// waits for free theirs".
+pub fn admission_by(
+    queue_mode: QueueMode,
+    sj: &ScavengerJob,
+    queue: &[&ScavengerJob],
+    running: &[&ScavengerJob],
+    load: &ClusterLoad,
+    mode: UseMode,
+    threshold: f64,
+) -> Admission {
+    let same = |j: &ScavengerJob| j.uid() == sj.uid() && j.name_any() == sj.name_any();
+    let fits = |j: &ScavengerJob| load.use_with(mode, &run_requests(j));
+    let Some(position) = queue.iter().position(|j| same(j)) else {
+        return Admission::Wait("waiting".to_owned());
+    };
+    let head = queue[0];
+    let head_use = fits(head);
+    if position == 0 {
+        return if head_use <= threshold {
+            Admission::Start
+        } else {
+            Admission::Wait(format!(
+                "waiting for room: cluster use would be {:.0}% with this job, over the {:.0}% threshold",
+                head_use * 100.0,
+                threshold * 100.0
+            ))
+        };
     }
+    if queue_mode == QueueMode::Backfill && head_use > threshold {
+        let since = waiting_since(head);
+        let started = |j: &ScavengerJob| {
+            j.status
+                .as_ref()
+                .and_then(|s| s.current_run_start.as_ref())
+                .map(|t| t.0)
+        };
+        // Room the head waits for in any mode: jobs ranked ahead of it, and jobs that held room
+        // before it began to wait (either time unknown: counted as such).
+        let waited_on = |j: &ScavengerJob| {
+            rank(j, head).is_lt() || started(j).zip(since).is_none_or(|(t, s)| t < s)
+        };
+        let waited_for = running
+            .iter()
+            .filter(|j| waited_on(j))
+            .fold(Resources::new(), |sum, j| plus(sum, &run_requests(j)));
+        let reserved = load.without(&waited_for);
+        let backfills = |j: &ScavengerJob| {
+            fits(j) <= threshold
+                && reserved.use_with(mode, &plus(run_requests(head), &run_requests(j))) <= threshold
+        };
+        if queue[1..]
+            .iter()
+            .find(|j| backfills(j))
+            .is_some_and(|j| same(j))
+        {
+            return Admission::Start;
+        }
+    }
+    Admission::Wait(format!(
+        "waiting for its turn: {position} ScavengerJob{} ahead in the queue",
+        if position == 1 { "" } else { "s" }
+    ))
+}
+
+/// Since when `sj` waits: its last interruption, its last run's start (a run given up as
+/// unschedulable or not started), or its creation, whichever is latest.
+pub fn waiting_since(sj: &ScavengerJob) -> Option<Timestamp> {
+    let status = sj.status.as_ref();
+    let last = |ts: &[Time]| ts.iter().map(|t| t.0).max();
+    [
+        sj.metadata.creation_timestamp.as_ref().map(|t| t.0),
+        status.and_then(|s| last(&s.interrupted_timestamps)),
+        status.and_then(|s| last(&s.running_timestamps)),
+    ]
+    .into_iter()
+    .flatten()
+    .max()
+}
+
+fn plus(mut sum: Resources, more: &Resources) -> Resources {
+    for (r, v) in more {
+        *sum.entry(r.clone()).or_default() += v;
+    }
+    sum
 }
 
 /// The job that may start now: the head of `queue` ([`queue`]'s order) when use counting it

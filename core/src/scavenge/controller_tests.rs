@@ -369,6 +369,164 @@ fn only_the_head_of_the_queue_starts_and_only_under_the_threshold() {
     );
 }
 
+// === the queue modes ===
+
+/// `j` with `pods` pods of 500m CPU each.
+fn sized(mut j: ScavengerJob, pods: i32) -> ScavengerJob {
+    j.spec.parallelism = pods;
+    j
+}
+
+/// A job interrupted once, at `t`, waiting since: `pods` × 500m.
+fn interrupted_at(name: &str, pods: i32, t: i64) -> ScavengerJob {
+    let mut j = sized(waiting(name, 1, "2026-01-01T00:00:05Z"), pods);
+    j.status.as_mut().unwrap().interrupted_timestamps = vec![Time(at(t))];
+    j
+}
+
+/// A job running since `since`, interrupted `interrupted` times before: `pods` × 500m.
+fn running_since(name: &str, pods: i32, since: i64, interrupted: u32) -> ScavengerJob {
+    let mut j = sized(
+        with_status(sj(name), running(&format!("{name}-1"), since, &[])),
+        pods,
+    );
+    j.status.as_mut().unwrap().interrupted_count = interrupted;
+    j
+}
+
+#[test]
+fn backfill_starts_a_job_behind_a_head_that_does_not_fit_when_it_fits_beside_the_heads_next_start()
+{
+    // 10 CPUs, threshold 7. The head (interrupted at 100) needs 3 CPUs; `elder`, running since
+    // before the head began to wait, holds 2; ordinary pods request 3. Use with the head would
+    // be 8: it waits for `elder`. `small` (1 CPU, never ran) fits now (6), and beside the head
+    // once `elder` is gone (3 + 3 + 1 = 7).
+    let head = interrupted_at("head", 6, 100);
+    let small = sized(waiting("small", 0, "2026-01-01T00:00:07Z"), 2);
+    let elder = running_since("elder", 4, 50, 0);
+    let jobs = [head.clone(), small.clone()];
+    let q = queue(&jobs);
+    let running = [&elder];
+    let admit = |mode, j: &ScavengerJob| {
+        admission_by(
+            mode,
+            j,
+            &q,
+            &running,
+            &load(5.0, None),
+            UseMode::Requested,
+            0.7,
+        )
+    };
+    assert_eq!(admit(QueueMode::Backfill, &small), Admission::Start);
+    assert!(
+        matches!(admit(QueueMode::Backfill, &head), Admission::Wait(w) if w.starts_with("waiting for room"))
+    );
+    // Strict: nothing jumps the head, as `admission` always did.
+    let turn = Admission::Wait("waiting for its turn: 1 ScavengerJob ahead in the queue".into());
+    assert_eq!(admit(QueueMode::Strict, &small), turn);
+    assert_eq!(
+        admission(&small, &q, &load(5.0, None), UseMode::Requested, 0.7),
+        turn
+    );
+    assert_eq!(QueueMode::default(), QueueMode::Strict);
+}
+
+#[test]
+fn backfill_never_takes_the_room_the_head_waits_for() {
+    let head = interrupted_at("head", 6, 100);
+    let small = sized(waiting("small", 0, "2026-01-01T00:00:07Z"), 2);
+    let jobs = [head.clone(), small.clone()];
+    let q = queue(&jobs);
+    let admit = |running: &[&ScavengerJob], requested: f64| {
+        admission_by(
+            QueueMode::Backfill,
+            &small,
+            &q,
+            running,
+            &load(requested, None),
+            UseMode::Requested,
+            0.7,
+        )
+    };
+    let turn = Admission::Wait("waiting for its turn: 1 ScavengerJob ahead in the queue".into());
+    // Ordinary demand alone (5) keeps the head out (8): the room it waits for is what that
+    // demand gives back, so `small` (which fits now: 6) must not take it.
+    assert_eq!(admit(&[], 5.0), turn);
+    // A job that jumped the head (started at 200, after it began to wait) stays counted: with
+    // `elder` (2, before) and `jumper` (2, after) beside 2 of ordinary demand, the head would
+    // need 2 + 2 + 3 = 7 once `elder` is gone, and `small` on top makes 8.
+    let elder = running_since("elder", 4, 50, 0);
+    let jumper = running_since("jumper", 4, 200, 0);
+    assert_eq!(admit(&[&elder, &jumper], 6.0), turn);
+    // A smaller jumper leaves room: 2 + 1 + 3 + 1 = 7.
+    let jumper = running_since("jumper", 2, 200, 0);
+    assert_eq!(admit(&[&elder, &jumper], 5.0), Admission::Start);
+    // A job ranked ahead of the head (interrupted twice) is waited for whenever it started.
+    let ahead = running_since("ahead", 4, 300, 2);
+    assert_eq!(admit(&[&ahead], 5.0), Admission::Start);
+    // A job that does not fit now never starts, whatever the reservation: 6.5 + 1 > 7.
+    assert_eq!(admit(&[&elder], 6.5), turn);
+    // When the head fits, it goes first and nothing else starts in the same turn.
+    assert_eq!(admit(&[], 3.0), turn);
+}
+
+#[test]
+fn backfill_takes_the_first_job_in_queue_order_that_fits_beside_the_head() {
+    // Behind the head: `wide` (interrupted, 3 CPUs: does not fit now), then two small ones
+    // that never ran. The older small one goes; the younger one waits for its turn.
+    let head = interrupted_at("head", 6, 100);
+    let mut wide = interrupted_at("wide", 6, 100);
+    wide.metadata.creation_timestamp = Some(Time(at(6)));
+    let small_a = sized(waiting("small-a", 0, "2026-01-01T00:00:07Z"), 2);
+    let small_b = sized(waiting("small-b", 0, "2026-01-01T00:00:08Z"), 2);
+    let jobs = [small_b.clone(), wide.clone(), head.clone(), small_a.clone()];
+    let q = queue(&jobs);
+    let order: Vec<String> = q.iter().map(|j| j.name_any()).collect();
+    assert_eq!(order, ["head", "wide", "small-a", "small-b"]);
+    let elder = running_since("elder", 4, 50, 0);
+    let admit = |j: &ScavengerJob| {
+        admission_by(
+            QueueMode::Backfill,
+            j,
+            &q,
+            &[&elder],
+            &load(5.0, None),
+            UseMode::Requested,
+            0.7,
+        )
+    };
+    assert_eq!(admit(&small_a), Admission::Start);
+    assert_eq!(
+        admit(&small_b),
+        Admission::Wait("waiting for its turn: 3 ScavengerJobs ahead in the queue".into())
+    );
+    assert!(matches!(admit(&wide), Admission::Wait(_)));
+}
+
+#[test]
+fn a_job_waits_since_its_last_interruption_run_or_creation() {
+    let fresh = waiting("fresh", 0, "2026-01-01T00:00:07Z");
+    assert_eq!(waiting_since(&fresh), Some(at(7)));
+    assert_eq!(
+        waiting_since(&interrupted_at("head", 2, 100)),
+        Some(at(100))
+    );
+    let mut given_up = fresh.clone();
+    given_up.status.as_mut().unwrap().running_timestamps = vec![Time(at(40))];
+    assert_eq!(waiting_since(&given_up), Some(at(40)));
+}
+
+#[test]
+fn without_takes_running_requests_out_of_both_measures() {
+    let freed = Resources::from([("cpu".into(), 2.0)]);
+    let l = load(5.0, Some(0.5)).without(&freed);
+    assert!((l.requested["cpu"] - 3.0).abs() < 1e-9);
+    assert!((l.measured["cpu"] - 0.3).abs() < 1e-9);
+    let l = load(1.0, Some(0.1)).without(&freed);
+    assert_eq!((l.requested["cpu"], l.measured["cpu"]), (0.0, 0.0));
+}
+
 // === reconcile: waiting ===
 
 #[test]
