@@ -140,6 +140,11 @@ pub struct Cli {
     /// A restart sooner than this after the previous one weighs more.
     #[arg(long, env = "TELEMESH_REWARD_RESTART_WINDOW", default_value = "10m", value_parser = parse_duration)]
     pub reward_restart_window: Duration,
+    /// How long a pod on this node may wait to start (ContainerCreating, image pulls) before its
+    /// Events are looked at for a cause the node owns (a sandbox, a volume attach or mount, a
+    /// pull this node cannot make), counted once as a start failure (docs/agent.md, "Rewards").
+    #[arg(long, env = "TELEMESH_REWARD_START_GRACE", default_value = "2m", value_parser = parse_duration)]
+    pub reward_start_grace: Duration,
     /// Pod types gossiped at most (the most recently active win; gossip stays bounded).
     #[arg(long, env = "TELEMESH_REWARD_MAX_TYPES", default_value_t = 32)]
     pub reward_max_types: usize,
@@ -158,6 +163,8 @@ pub struct RewardConfig {
     pub model: RewardModel,
     /// What observations are worth.
     pub signals: SignalSettings,
+    /// How long a pod may wait to start before a start failure is looked for.
+    pub start_grace: Duration,
     /// Types gossiped at most.
     pub max_types: usize,
     /// Where estimates persist.
@@ -359,6 +366,7 @@ impl TryFrom<Cli> for Config {
                     restart_window: cli.reward_restart_window,
                     ..SignalSettings::default()
                 },
+                start_grace: cli.reward_start_grace,
                 max_types: cli.reward_max_types.max(1),
                 state_file: cli.reward_state_file,
             },

@@ -2,11 +2,15 @@
 //! node's pod watch and the latest cgroup figures), turns what changed into observations
 //! (core's `reward::signal` table), feeds the estimate of the pod's type on this node, and
 //! gossips the estimates as `r:<namespace>/<type>` = `<good>,<bad>@<ms>` for the coordinator.
+//! A pod that waits to start longer than `--reward-start-grace` has its Events looked up, and
+//! counts once if this node is what keeps it from starting ([`start`]).
 //!
 //! Bounded: only the `--reward-max-types` most recently active types are kept and gossiped
 //! (an older type's key is deleted). Kept across restarts in `--reward-state-file` (written
 //! atomically when it changed); a restarted agent reloads it, so a restart forgets nothing but
 //! the time it was down, which decays like any other time.
+
+mod start;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -14,7 +18,9 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::events::v1::Event;
 use kube::ResourceExt as _;
+use kube::api::{Api, ListParams};
 use kube::runtime::reflector::Store;
 use parking_lot::RwLock;
 use tokio_util::sync::CancellationToken;
@@ -29,6 +35,11 @@ use crate::config::RewardConfig;
 use crate::metrics::{AgentMetrics, PodTypeLabel};
 use crate::shared::SharedGossip;
 
+pub use self::start::{Cause, PodEvent, StartMemory, StartStep, start_failure};
+
+/// Pods whose Events are looked up in one look at most (the rest wait for the next look).
+const LOOKUPS_PER_LOOK: usize = 16;
+
 /// What the learner remembers of one pod between looks.
 #[derive(Debug, Clone, PartialEq, Default)]
 struct PodMemory {
@@ -39,6 +50,7 @@ struct PodMemory {
     failed: bool,
     reported: Option<String>,
     cpu: Option<(u64, u64)>,
+    start: StartMemory,
 }
 
 /// Everything the agent learnt, per pod type on this node.
@@ -46,6 +58,7 @@ struct PodMemory {
 pub struct Learner {
     model: RewardModel,
     signals: SignalSettings,
+    start_grace: Duration,
     max_types: usize,
     estimates: BTreeMap<String, Estimate>,
     /// Type → when a pod of it was last seen here (recency decides which types are kept).
@@ -59,6 +72,7 @@ impl Learner {
         Self {
             model: config.model,
             signals: config.signals,
+            start_grace: config.start_grace,
             max_types: config.max_types,
             estimates: BTreeMap::new(),
             active_ms: BTreeMap::new(),
@@ -71,8 +85,30 @@ impl Learner {
         &self.estimates
     }
 
-    /// Looks at the pods now on the node; returns the types dropped to stay within the bound.
-    pub fn look(&mut self, pods: &[Arc<Pod>], figures: &[PodFigures], now_ms: u64) -> Vec<String> {
+    /// The pods whose Events the next [`look`](Self::look) at `now_ms` wants: stuck past the
+    /// start grace and not yet counted ([`start_failure`]).
+    pub fn wants_events<'p>(&self, pods: &'p [Arc<Pod>], now_ms: u64) -> Vec<&'p Arc<Pod>> {
+        pods.iter()
+            .filter(|pod| {
+                let memory = pod
+                    .uid()
+                    .and_then(|uid| self.pods.get(&uid))
+                    .map(|m| m.start)
+                    .unwrap_or_default();
+                start_failure(memory, pod, None, now_ms, self.start_grace).1 == StartStep::LookUp
+            })
+            .collect()
+    }
+
+    /// Looks at the pods now on the node, with the Events looked up for some of them (by pod
+    /// UID); returns the types dropped to stay within the bound.
+    pub fn look(
+        &mut self,
+        pods: &[Arc<Pod>],
+        figures: &[PodFigures],
+        events: &HashMap<String, Vec<PodEvent>>,
+        now_ms: u64,
+    ) -> Vec<String> {
         let by_uid: HashMap<&str, &PodFigures> =
             figures.iter().map(|f| (f.uid.as_str(), f)).collect();
         let mut present = Vec::with_capacity(pods.len());
@@ -80,8 +116,17 @@ impl Learner {
             let Some(uid) = pod.uid() else { continue };
             let kind = pod_type(pod);
             let previous = self.pods.get(&uid);
-            let (memory, observations) =
-                observe(previous, pod, by_uid.get(uid.as_str()).copied(), now_ms);
+            let start = Start {
+                events: events.get(&uid).map(Vec::as_slice),
+                grace: self.start_grace,
+            };
+            let (memory, observations) = observe(
+                previous,
+                pod,
+                by_uid.get(uid.as_str()).copied(),
+                start,
+                now_ms,
+            );
             for o in observations {
                 if let Some(signal) = o.signal(&self.signals) {
                     let e = self.estimates.entry(kind.clone()).or_default();
@@ -123,6 +168,13 @@ impl Learner {
     }
 }
 
+/// What a look knows of a pod's start: its Events when they were looked up, and the grace.
+#[derive(Debug, Clone, Copy)]
+struct Start<'e> {
+    events: Option<&'e [PodEvent]>,
+    grace: Duration,
+}
+
 /// Compares a pod with what was remembered of it; returns the new memory and what happened.
 /// The first look only remembers (a pod's past before the agent saw it — or before a restart
 /// of the agent — is not counted again).
@@ -130,6 +182,7 @@ fn observe(
     previous: Option<&PodMemory>,
     pod: &Pod,
     figures: Option<&PodFigures>,
+    start: Start<'_>,
     now_ms: u64,
 ) -> (PodMemory, Vec<Observation>) {
     let status = pod.status.as_ref();
@@ -155,6 +208,13 @@ fn observe(
         .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
     let reported = pod.annotations().get(REWARD_ANNOTATION).cloned();
     let cpu = figures.and_then(|f| Some((f.cpu_periods?, f.cpu_throttled_periods?)));
+    let (start_memory, start_step) = start_failure(
+        previous.map(|p| p.start).unwrap_or_default(),
+        pod,
+        start.events,
+        now_ms,
+        start.grace,
+    );
     let mut memory = PodMemory {
         seen_ms: now_ms,
         restarts,
@@ -163,11 +223,17 @@ fn observe(
         failed: phase == "Failed",
         reported: reported.clone(),
         cpu,
-    };
-    let Some(prev) = previous else {
-        return (memory, Vec::new());
+        start: start_memory,
     };
     let mut out = Vec::new();
+    if let StartStep::Count(cause) = start_step {
+        tracing::info!(pod = %pod.name_any(), namespace = %pod.namespace().unwrap_or_default(),
+            reason = %cause.reason, detail = %cause.message, "a pod failed to start on this node");
+        out.push(Observation::StartFailed);
+    }
+    let Some(prev) = previous else {
+        return (memory, out);
+    };
     let dt = Duration::from_millis(now_ms.saturating_sub(prev.seen_ms));
     for _ in prev.restarts..restarts {
         out.push(Observation::Restart {
@@ -226,8 +292,33 @@ fn observe(
     (memory, out)
 }
 
+/// The Events on `pod` (UID `uid`), as [`PodEvent`]s; None when they cannot be listed now
+/// (the next look asks again).
+async fn pod_events(client: &kube::Client, pod: &Pod, uid: &str) -> Option<Vec<PodEvent>> {
+    let namespace = pod.namespace().unwrap_or_default();
+    let api: Api<Event> = Api::namespaced(client.clone(), &namespace);
+    let params = ListParams::default().fields(&format!("regarding.uid={uid}"));
+    match api.list(&params).await {
+        Ok(list) => Some(
+            list.items
+                .into_iter()
+                .map(|e| PodEvent {
+                    reason: e.reason.unwrap_or_default(),
+                    message: e.note.unwrap_or_default(),
+                })
+                .collect(),
+        ),
+        Err(e) => {
+            tracing::debug!(pod = %pod.name_any(), error = %e, "listing a pod's Events failed; retrying at the next look");
+            None
+        }
+    }
+}
+
 /// What the reward loop needs.
 pub struct Inputs {
+    /// The API, to list the Events of pods that do not start.
+    pub client: kube::Client,
     /// The node's pods.
     pub pods: Store<Pod>,
     /// The latest cgroup figures.
@@ -243,6 +334,7 @@ pub struct Inputs {
 /// Runs the reward loop until `stop`.
 pub async fn run(inputs: Inputs, stop: CancellationToken) {
     let Inputs {
+        client,
         pods,
         figures,
         gossip,
@@ -273,9 +365,21 @@ pub async fn run(inputs: Inputs, stop: CancellationToken) {
         let clock = gossip.lock().await.as_ref().map(|m| m.clock());
         let now_ms = clock.map_or_else(|| unix_ms(SystemTime::now()), |c| c.now_ms());
         let current = pods.state();
+        let mut events = HashMap::new();
+        for pod in learner
+            .wants_events(&current, now_ms)
+            .into_iter()
+            .take(LOOKUPS_PER_LOOK)
+        {
+            if let Some(uid) = pod.uid()
+                && let Some(found) = pod_events(&client, pod, &uid).await
+            {
+                events.insert(uid, found);
+            }
+        }
         let dropped = {
             let figures = figures.read();
-            learner.look(&current, &figures, now_ms)
+            learner.look(&current, &figures, &events, now_ms)
         };
         let guard = gossip.lock().await;
         let Some(member) = guard.as_ref() else { return };
@@ -380,9 +484,14 @@ mod tests {
                 healthy_unit: Duration::from_secs(10),
                 ..SignalSettings::default()
             },
+            start_grace: Duration::from_secs(30),
             max_types: 2,
             state_file: None,
         }
+    }
+
+    fn none() -> HashMap<String, Vec<PodEvent>> {
+        HashMap::new()
     }
 
     fn pod(uid: &str, app: &str, status: Value) -> Arc<Pod> {
@@ -410,14 +519,20 @@ mod tests {
     #[test]
     fn restarts_crash_loops_and_ready_time_move_the_estimate() {
         let mut l = Learner::new(&config());
-        l.look(&[pod("a", "D", running(0, true, None))], &[], 0);
+        l.look(&[pod("a", "D", running(0, true, None))], &[], &none(), 0);
         assert!(l.estimates().is_empty(), "the first look only remembers");
-        l.look(&[pod("a", "D", running(0, true, None))], &[], 10_000);
+        l.look(
+            &[pod("a", "D", running(0, true, None))],
+            &[],
+            &none(),
+            10_000,
+        );
         let healthy = l.estimates()["ns/D"];
         assert!(healthy.good > 0.9 && healthy.bad == 0.0, "{healthy:?}");
         l.look(
             &[pod("a", "D", running(1, false, Some("CrashLoopBackOff")))],
             &[],
+            &none(),
             12_000,
         );
         let crashed = l.estimates()["ns/D"];
@@ -428,15 +543,88 @@ mod tests {
         assert!(crashed.mean() < healthy.mean());
     }
 
+    fn creating(uid: &str, app: &str) -> Arc<Pod> {
+        let mut p = (*pod(
+            uid,
+            app,
+            json!({"phase": "Pending",
+            "conditions": [{"type": "PodReadyToStartContainers", "status": "False"}],
+            "containerStatuses": [{"name": "c", "image": "i", "imageID": "", "ready": false,
+                "restartCount": 0, "state": {"waiting": {"reason": "ContainerCreating"}}}]}),
+        ))
+        .clone();
+        p.spec = serde_json::from_value(json!({"nodeName": "n1", "containers": [{"name": "c"}]}))
+            .unwrap();
+        Arc::new(p)
+    }
+
+    #[test]
+    fn a_node_that_cannot_start_a_type_loses_it_as_one_that_crashes_it() {
+        let model = config().model;
+        // This node: a D pod stuck in ContainerCreating, its sandbox failing.
+        let mut l = Learner::new(&config());
+        let stuck = [creating("a", "D")];
+        l.look(&stuck, &[], &none(), 0);
+        assert!(
+            l.wants_events(&stuck, 10_000).is_empty(),
+            "within the grace"
+        );
+        l.look(&stuck, &[], &none(), 10_000);
+        assert!(l.estimates().is_empty(), "nothing is known of it yet");
+        assert_eq!(l.wants_events(&stuck, 30_000).len(), 1, "past the grace");
+        let events = HashMap::from([(
+            "a".to_owned(),
+            vec![PodEvent {
+                reason: "FailedCreatePodSandBox".into(),
+                message: "Failed to create pod sandbox: rpc error: code = Unknown desc = failed \
+                          to setup network for sandbox: plugin type=\"bridge\" failed (add)"
+                    .into(),
+            }],
+        )]);
+        l.look(&stuck, &[], &events, 30_000);
+        let failed = l.estimates()["ns/D"];
+        assert_eq!((failed.good, failed.bad), (0.0, 2.0), "one start failure");
+        assert!(l.wants_events(&stuck, 90_000).is_empty(), "counted once");
+        l.look(&stuck, &[], &events, 90_000);
+        assert_eq!(l.estimates()["ns/D"], failed, "nothing new");
+
+        // Another node: a D pod that crashes once, at the same time.
+        // (Seen at the same instant: a restart and its crash loop, no not-Ready time.)
+        let mut c = Learner::new(&config());
+        c.look(
+            &[pod("b", "D", running(0, true, None))],
+            &[],
+            &none(),
+            30_000,
+        );
+        c.look(
+            &[pod("b", "D", running(1, false, Some("CrashLoopBackOff")))],
+            &[],
+            &none(),
+            30_000,
+        );
+        let crashed = c.estimates()["ns/D"];
+        assert!(
+            model.score(&failed, 30_000) <= model.score(&crashed, 30_000),
+            "start failure {failed:?} scores no better than a crash {crashed:?}"
+        );
+        assert!(model.score(&failed, 30_000) < model.score(&Estimate::default(), 30_000));
+    }
+
     #[test]
     fn a_pod_seen_late_is_not_charged_for_its_past_and_reports_count() {
         let mut l = Learner::new(&config());
-        l.look(&[pod("a", "D", running(7, true, None))], &[], 0);
-        l.look(&[pod("a", "D", running(7, true, None))], &[], 1_000);
+        l.look(&[pod("a", "D", running(7, true, None))], &[], &none(), 0);
+        l.look(
+            &[pod("a", "D", running(7, true, None))],
+            &[],
+            &none(),
+            1_000,
+        );
         assert_eq!(l.estimates()["ns/D"].bad, 0.0);
         let mut p = (*pod("a", "D", running(7, true, None))).clone();
         p.metadata.annotations = Some([(REWARD_ANNOTATION.to_owned(), "0.2".to_owned())].into());
-        l.look(&[Arc::new(p)], &[], 1_000);
+        l.look(&[Arc::new(p)], &[], &none(), 1_000);
         assert!(l.estimates()["ns/D"].bad >= 0.8, "the workload's own 0.2");
     }
 
@@ -447,16 +635,16 @@ mod tests {
             pod("a", "A", running(0, true, None)),
             pod("b", "B", running(0, true, None)),
         ];
-        l.look(&all, &[], 0);
-        l.look(&all, &[], 5_000);
+        l.look(&all, &[], &none(), 0);
+        l.look(&all, &[], &none(), 5_000);
         let now = [pod("c", "C", running(0, true, None)), all[1].clone()];
-        let dropped = l.look(&now, &[], 10_000);
+        let dropped = l.look(&now, &[], &none(), 10_000);
         assert_eq!(
             dropped,
             Vec::<String>::new(),
             "C has no estimate until its second look"
         );
-        let dropped = l.look(&now, &[], 15_000);
+        let dropped = l.look(&now, &[], &none(), 15_000);
         assert_eq!(
             dropped,
             vec!["ns/A".to_owned()],
@@ -479,8 +667,8 @@ mod tests {
             ..PodFigures::default()
         };
         let p = [pod("a", "D", running(0, true, None))];
-        l.look(&p, &[figures(100, 0, 0.0)], 0);
-        l.look(&p, &[figures(200, 90, 60.0)], 10_000);
+        l.look(&p, &[figures(100, 0, 0.0)], &none(), 0);
+        l.look(&p, &[figures(200, 90, 60.0)], &none(), 10_000);
         let e = l.estimates()["ns/D"];
         // Healthy 1 unit (good 1) + throttled 90 % (good 0.1, bad 0.9) + pressure 60 % (0.4/0.6).
         assert!((e.bad - 1.5).abs() < 1e-6, "{e:?}");
@@ -492,8 +680,13 @@ mod tests {
         let path = dir.path().join("rewards");
         assert!(load(&path).unwrap().is_empty(), "no file yet");
         let mut l = Learner::new(&config());
-        l.look(&[pod("a", "D", running(0, true, None))], &[], 0);
-        l.look(&[pod("a", "D", running(2, false, None))], &[], 10_000);
+        l.look(&[pod("a", "D", running(0, true, None))], &[], &none(), 0);
+        l.look(
+            &[pod("a", "D", running(2, false, None))],
+            &[],
+            &none(),
+            10_000,
+        );
         save(&path, l.estimates()).unwrap();
         let mut text = std::fs::read_to_string(&path).unwrap();
         text.push_str("garbage\nns/X not-an-estimate\n");

@@ -151,6 +151,7 @@ pub async fn start(config: Config, stop: CancellationToken) -> anyhow::Result<Ag
     ));
     tasks.spawn(crate::rewards::run(
         crate::rewards::Inputs {
+            client: client.clone(),
             pods: pods.clone(),
             figures: latest_pods.clone(),
             gossip: gossip.clone(),

@@ -98,6 +98,34 @@ async fn the_rewards_story_learns_to_avoid_failing_nodes_and_forgives_them() {
 }
 
 #[tokio::test]
+async fn the_rewards_story_with_start_failures_learns_to_avoid_nodes_that_cannot_start_a_type() {
+    let dir = tempfile::tempdir().unwrap();
+    let child = dev(
+        dir.path(),
+        &["--nodes", "4", "--story", "rewards-start", "--for", "420s"],
+    );
+    let out = tokio::time::timeout(Duration::from_secs(480), child.wait_with_output())
+        .await
+        .expect("telemesh-sim dev --story rewards-start overran its own deadline")
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "rewards-start story failed:\n{stdout}"
+    );
+    let figures = stdout
+        .lines()
+        .find(|l| l.starts_with("rewards (start failures): "))
+        .unwrap_or_else(|| panic!("no figures line:\n{stdout}"));
+    assert!(figures.ends_with("targets met"), "{figures}");
+    assert_eq!(
+        processes_under(dir.path()),
+        Vec::<u32>::new(),
+        "left running"
+    );
+}
+
+#[tokio::test]
 async fn the_actions_story_plays_every_seed_call_and_each_does_what_it_says() {
     let dir = tempfile::tempdir().unwrap();
     let child = dev(dir.path(), &["--story", "actions", "--for", "300s"]);

@@ -1401,6 +1401,33 @@ async fn rbac_grants_exactly_what_the_binaries_call() {
     pods.patch_status("linked", &PatchParams::default(), &Patch::Merge(&ready))
         .await
         .unwrap();
+    // A pod on the agent's node whose sandbox cannot be created: the agent lists its Events
+    // (its start grace is 0 s here) and counts the start failure.
+    let stuck: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "stuck", "labels": {"app": "stuck"}},
+        "spec": {"nodeName": "sim-node-0", "containers": [{"name": "c", "image": "busybox"}]}
+    }))
+    .unwrap();
+    let stuck = pods.create(&PostParams::default(), &stuck).await.unwrap();
+    let creating = json!({"status": {"phase": "Pending", "containerStatuses": [{"name": "c",
+        "image": "busybox", "imageID": "", "ready": false, "restartCount": 0,
+        "state": {"waiting": {"reason": "ContainerCreating"}}}]}});
+    pods.patch_status("stuck", &PatchParams::default(), &Patch::Merge(&creating))
+        .await
+        .unwrap();
+    let sandbox: k8s_openapi::api::core::v1::Event = serde_json::from_value(json!({
+        "metadata": {"name": "stuck.sandbox"},
+        "involvedObject": {"kind": "Pod", "namespace": "health-metric-demo", "name": "stuck",
+                           "uid": stuck.metadata.uid},
+        "reason": "FailedCreatePodSandBox", "type": "Warning",
+        "message": "Failed to create pod sandbox: rpc error: code = Unknown desc = failed to setup network for sandbox: plugin type=\"bridge\" failed (add)",
+        "source": {"component": "kubelet", "host": "sim-node-0"}
+    }))
+    .unwrap();
+    Api::<k8s_openapi::api::core::v1::Event>::namespaced(admin.clone(), "health-metric-demo")
+        .create(&PostParams::default(), &sandbox)
+        .await
+        .unwrap();
 
     // The agent's host: a /proc fixture and a textfile that breaks `deschedule`.
     let root = env.dir().join("host");
@@ -1424,6 +1451,8 @@ async fn rbac_grants_exactly_what_the_binaries_call() {
         "--policy-interval=300ms",
         "--violation-grace=0s",
         "--min-pod-age=0s",
+        "--reward-interval=200ms",
+        "--reward-start-grace=0s",
     ])
     .arg(format!("--host-root={}", root.display()))
     .arg(format!("--gossip-key-file={}", keys.display()))
@@ -1478,6 +1507,13 @@ async fn rbac_grants_exactly_what_the_binaries_call() {
         .await
         .parse()
         .unwrap();
+
+    let start_failure = agent_proc
+        .wait_for_line("the stuck pod counted as a start failure", WAIT, |l| {
+            log_field(l, "a pod failed to start on this node", "reason")
+        })
+        .await;
+    assert_eq!(start_failure, "FailedCreatePodSandBox");
 
     // The agent's normal work: label, status, evict, record events.
     let nodes: Api<Node> = Api::all(admin.clone());

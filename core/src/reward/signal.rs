@@ -14,6 +14,11 @@
 //! | pressure stall `p % >= pressure_threshold` for `d` | `1 - p/100` | `d / healthy_unit` |
 //! | the workload's own `telemesh.io/reward: v` (when it changes) | `v` clamped to [0, 1] | 1 |
 //! | a bind to the node failed or timed out | 0 | 1 |
+//! | the node failed to start the pod (sandbox, volume attach or mount, image pull on this node) | 0 | 2 |
+//!
+//! A start failure weighs what a fresh crash does (a restart and its crash loop, 1 + 1): a node
+//! that cannot start a pod type loses it as a node that crashes it does. The agent decides which
+//! pods failed to start *because of the node* and counts each once (agent/src/rewards/start.rs).
 //!
 //! kubeRL scored only restarts caught while `Terminated` (its MTTF check compared seconds-of-
 //! minute fields, so every repeat crash scored 0 and most CrashLoopBackOff time went unpunished);
@@ -59,8 +64,13 @@ pub enum Observation {
     },
     /// The workload's own reward (annotation), in [0, 1].
     Reported(f64),
-    /// A bind of the pod to the node failed or timed out.
+    /// A bind of the pod to the node failed or timed out. Produced by nothing today:
+    /// kube-scheduler's `binding rejected` reports do not name the node (docs/agent.md, "Start
+    /// failures").
     BindFailed,
+    /// The node failed to start the pod: no sandbox, a volume that does not attach or mount
+    /// there, an image this node cannot pull (counted once per pod).
+    StartFailed,
 }
 
 /// The thresholds and units of the table above.
@@ -125,6 +135,7 @@ impl Observation {
             Self::Reported(v) if v.is_finite() => (v.clamp(0.0, 1.0), 1.0),
             Self::Reported(_) => return None,
             Self::BindFailed => (0.0, 1.0),
+            Self::StartFailed => (0.0, 2.0),
         };
         (weight.is_finite() && weight > 0.0).then_some(Signal { reward, weight })
     }
@@ -185,5 +196,10 @@ mod tests {
         assert_eq!(sig(Observation::Reported(7.0)), Some((1.0, 1.0)), "clamped");
         assert_eq!(sig(Observation::Reported(f64::NAN)), None);
         assert_eq!(sig(Observation::BindFailed), Some((0.0, 1.0)));
+        assert_eq!(
+            sig(Observation::StartFailed),
+            Some((0.0, 2.0)),
+            "as a crash"
+        );
     }
 }

@@ -10,8 +10,12 @@
 //!
 //! sim has no registry: every image whose reference parses is pulled, except in pods annotated
 //! [`IMAGE_PULL_ANNOTATION`]` = "fail"`, whose images the registry refuses as an unknown image.
+//! A node's own start failures (a sandbox its network plugin cannot set up, a pull its network
+//! cannot make) are the kubelet's start fault rules ([`node_sandbox`], [`node_pull`]), ordered
+//! with what is found here by [`Blocker::first`]. Each blocker has the Warning Event the kubelet
+//! records for it ([`Blocker::event`]).
 //! Not played: projected volumes, a volume's `items` naming a missing key, init containers,
-//! `imagePullPolicy: Never`, the kubelet's Events.
+//! `imagePullPolicy: Never`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::LazyLock;
@@ -30,6 +34,12 @@ pub enum Blocker {
     /// `ContainerCreating` (the message is the kubelet's `FailedMount` Event's).
     Mount {
         /// `MountVolume.SetUp failed for volume "v" : secret "s" not found`.
+        message: String,
+    },
+    /// The node cannot create the pod's sandbox (its network plugin fails): no IP, containers
+    /// waiting in `ContainerCreating`, `FailedCreatePodSandBox` Events.
+    Sandbox {
+        /// The runtime's error, as the Event says it.
         message: String,
     },
     /// An image reference that does not parse: `InvalidImageName`.
@@ -56,13 +66,39 @@ impl Blocker {
     /// Whether the kubelet has created the pod's sandbox (and given it an IP): not while a
     /// volume is not mounted.
     pub fn has_sandbox(&self) -> bool {
-        !matches!(self, Self::Mount { .. })
+        !matches!(self, Self::Mount { .. } | Self::Sandbox { .. })
+    }
+
+    /// The first of what the volumes, images and environment left (`found`) and a start fault
+    /// of the node (`fault`), in the kubelet's order: volumes are mounted before the sandbox is
+    /// created, and the sandbox before any image is pulled.
+    pub fn first(found: Option<Blocker>, fault: Option<Blocker>) -> Option<Blocker> {
+        match (found, fault) {
+            (Some(mount @ Self::Mount { .. }), _) => Some(mount),
+            (_, Some(sandbox @ Self::Sandbox { .. })) => Some(sandbox),
+            (Some(found), _) => Some(found),
+            (None, fault) => fault,
+        }
+    }
+
+    /// The Warning Event the kubelet records on the pod for it: (reason, message).
+    pub fn event(&self) -> (&'static str, String) {
+        match self {
+            Self::Mount { message } => ("FailedMount", message.clone()),
+            Self::Sandbox { message } => ("FailedCreatePodSandBox", message.clone()),
+            Self::InvalidImageName { message } => ("InspectFailed", message.clone()),
+            Self::Pull { image, message } => (
+                "Failed",
+                format!("Failed to pull image {image:?}: {message}"),
+            ),
+            Self::Config { message } => ("Failed", format!("Error: {message}")),
+        }
     }
 
     /// The containers' waiting `reason` and `message`, `backing_off` between pull attempts.
     pub fn waiting(&self, backing_off: bool) -> (&'static str, Option<String>) {
         match self {
-            Self::Mount { .. } => ("ContainerCreating", None),
+            Self::Mount { .. } | Self::Sandbox { .. } => ("ContainerCreating", None),
             Self::InvalidImageName { message } => ("InvalidImageName", Some(message.clone())),
             Self::Pull { image, .. } if backing_off => (
                 "ImagePullBackOff",
@@ -78,6 +114,50 @@ impl Blocker {
     pub fn is_pull(&self) -> bool {
         matches!(self, Self::Pull { .. })
     }
+}
+
+/// The node's network plugin cannot set up a sandbox for `pod` (the pod IPs of node `index`'s
+/// range are all taken, as bridge/host-local report it).
+pub fn node_sandbox(pod: &Pod, index: u8) -> Blocker {
+    let id: String = pod
+        .uid()
+        .unwrap_or_default()
+        .bytes()
+        .map(|b| format!("{b:02x}"))
+        .chain(std::iter::repeat_n("0".to_owned(), 64))
+        .collect::<String>()
+        .chars()
+        .take(64)
+        .collect();
+    Blocker::Sandbox {
+        message: format!(
+            "Failed to create pod sandbox: rpc error: code = Unknown desc = failed to setup network \
+             for sandbox {id:?}: plugin type=\"bridge\" name=\"kindnet\" failed (add): failed to \
+             allocate for range 0: no IP addresses available in range set: \
+             10.244.{index}.1-10.244.{index}.254"
+        ),
+    }
+}
+
+/// The node cannot reach the registry of `pod`'s first image whose reference parses (its DNS
+/// lookups time out); None when no image parses (that is `InvalidImageName`, found first).
+pub fn node_pull(pod: &Pod) -> Option<Blocker> {
+    let spec = pod.spec.as_ref()?;
+    spec.containers.iter().find_map(|c| {
+        let image = c.image.clone()?;
+        let reference = normalize_image(&image).ok()?;
+        let (registry, path) = reference.split_once('/')?;
+        let (repository, tag) = path.rsplit_once(':').unwrap_or((path, "latest"));
+        Some(Blocker::Pull {
+            message: format!(
+                "rpc error: code = Unknown desc = failed to pull and unpack image {reference:?}: \
+                 failed to resolve reference {reference:?}: failed to do request: Head \
+                 \"https://{registry}/v2/{repository}/manifests/{tag}\": dial tcp: lookup \
+                 {registry}: i/o timeout"
+            ),
+            image,
+        })
+    })
 }
 
 /// A kind of object a pod refers to.
@@ -571,6 +651,64 @@ mod tests {
             json!({}),
         );
         assert_eq!(blocker_in(&fine, &Objects::new()), None);
+    }
+
+    #[test]
+    fn a_nodes_own_start_failures_come_in_the_kubelets_order_with_their_events() {
+        let p: Pod = serde_json::from_value(json!({
+            "metadata": {"name": "p", "namespace": "batch", "uid": "u1"},
+            "spec": {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]}
+        }))
+        .unwrap();
+        let sandbox = node_sandbox(&p, 1);
+        assert!(!sandbox.has_sandbox());
+        assert_eq!(sandbox.waiting(false), ("ContainerCreating", None));
+        let (reason, message) = sandbox.event();
+        assert_eq!(reason, "FailedCreatePodSandBox");
+        assert!(
+            message.starts_with("Failed to create pod sandbox: rpc error"),
+            "{message}"
+        );
+        assert!(
+            message.ends_with("range set: 10.244.1.1-10.244.1.254"),
+            "{message}"
+        );
+        let pull = node_pull(&p).unwrap();
+        assert_eq!(pull.waiting(false).0, "ErrImagePull");
+        let (reason, message) = pull.event();
+        assert_eq!(reason, "Failed");
+        assert!(
+            message.starts_with("Failed to pull image \"registry.k8s.io/pause:3.10\": rpc error")
+                && message.contains(
+                    "Head \"https://registry.k8s.io/v2/pause/manifests/3.10\": dial tcp: \
+                     lookup registry.k8s.io: i/o timeout"
+                ),
+            "{message}"
+        );
+        let mount = Blocker::Mount {
+            message: "MountVolume.SetUp failed for volume \"v\" : secret \"s\" not found".into(),
+        };
+        assert_eq!(mount.event().0, "FailedMount");
+        let config = Blocker::Config {
+            message: "secret \"s\" not found".into(),
+        };
+        assert_eq!(config.event().1, "Error: secret \"s\" not found");
+        // Volumes first, then the sandbox, then images and the environment.
+        let first = Blocker::first;
+        assert_eq!(
+            first(Some(mount.clone()), Some(sandbox.clone())),
+            Some(mount)
+        );
+        assert_eq!(
+            first(Some(config.clone()), Some(sandbox.clone())),
+            Some(sandbox)
+        );
+        assert_eq!(
+            first(Some(config.clone()), Some(pull.clone())),
+            Some(config)
+        );
+        assert_eq!(first(None, Some(pull.clone())), Some(pull));
+        assert_eq!(first(None, None), None);
     }
 
     #[test]

@@ -21,6 +21,10 @@
 //! its containers waiting (`ContainerCreating`, `InvalidImageName`, `ErrImagePull` then
 //! `ImagePullBackOff` until the next pull, `CreateContainerConfigError`), and the stand-in looks
 //! again every second (a pull: after the kubelet's image back-off, the crash back-off's).
+//! Start fault rules ([`Fault::Sandbox`], [`Fault::Pull`]) make the node itself fail to start
+//! matching pods while they hold. Each time what keeps a pod changes, and at each failed pull,
+//! the stand-in records the kubelet's Warning Event on the pod (`FailedMount`,
+//! `FailedCreatePodSandBox`, `Failed` with "Failed to pull image ...", `InspectFailed`).
 //!
 //! Each stand-in watches only the pods bound to its node (`spec.nodeName`), as a kubelet does.
 //!
@@ -38,8 +42,9 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::{reflector, watcher};
-use kube::{Client, ResourceExt as _};
+use kube::{Client, Resource as _, ResourceExt as _};
 use serde_json::{Value, json};
 use telemesh_core::backoff::Backoff;
 use tokio::sync::{Notify, watch};
@@ -61,9 +66,24 @@ pub enum Fault {
     Oom,
     /// The pod fails for good (phase `Failed`), whatever its restart policy.
     Fail,
+    /// A start fault: the node cannot create the sandbox of a new pod (its network plugin
+    /// fails; `ContainerCreating`, `FailedCreatePodSandBox` Events) while the rule holds.
+    Sandbox,
+    /// A start fault: the node cannot pull a new pod's image (its registry lookups time out;
+    /// `ErrImagePull`, `ImagePullBackOff`) while the rule holds.
+    Pull,
 }
 
-/// Pods on `node` whose labels include `selector` suffer `fault` once they have run `every`.
+impl Fault {
+    /// Whether it keeps a new pod from starting (rather than striking a running container; a
+    /// start fault's rule ignores `every`).
+    pub fn at_start(self) -> bool {
+        matches!(self, Self::Sandbox | Self::Pull)
+    }
+}
+
+/// Pods on `node` whose labels include `selector` suffer `fault` once they have run `every` (a
+/// start fault: as they start, while the rule holds).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FaultRule {
     /// The node whose kubelet acts.
@@ -157,6 +177,13 @@ impl Kubelet {
             writer,
             watcher(api, watcher::Config::default().fields(&selector)),
         );
+        let recorder = Recorder::new(
+            client.clone(),
+            Reporter {
+                controller: "kubelet".into(),
+                instance: Some(self.node.clone()),
+            },
+        );
         let changed = Arc::new(Notify::new());
         tokio::spawn(super::notify_on_change(
             stream,
@@ -213,7 +240,8 @@ impl Kubelet {
                     }
                 };
                 let found = if due {
-                    Some(container_start::blocker(&client, &pod).await)
+                    let found = container_start::blocker(&client, &pod).await;
+                    Some(Blocker::first(found, self.start_fault(&pod, &rules)))
                 } else {
                     None
                 };
@@ -237,8 +265,10 @@ impl Kubelet {
                     // Finished before this kubelet saw it (a restart of the dev cluster): leave it.
                     continue;
                 }
-                if new || matches!(t.life, Life::Waiting { .. }) {
-                    self.wait(&pod, t, found, now);
+                if (new || matches!(t.life, Life::Waiting { .. }))
+                    && let Some(blocker) = self.wait(&pod, t, found, now)
+                {
+                    record(&recorder, &pod, &blocker).await;
                 }
                 self.advance(&pod, t, &rules, now);
                 let status = status(&pod, t, now);
@@ -273,28 +303,57 @@ impl Kubelet {
         }
     }
 
+    /// The blocker a start fault rule of this node makes for `pod`, if one matches.
+    fn start_fault(&self, pod: &Pod, rules: &[FaultRule]) -> Option<Blocker> {
+        let labels = pod.labels();
+        let rule = rules.iter().find(|r| {
+            r.node == self.node
+                && r.fault.at_start()
+                && r.selector.iter().all(|(k, v)| labels.get(k) == Some(v))
+        })?;
+        match rule.fault {
+            Fault::Sandbox => Some(container_start::node_sandbox(pod, self.index)),
+            Fault::Pull => container_start::node_pull(pod),
+            Fault::Crash | Fault::Oom | Fault::Fail => None,
+        }
+    }
+
     /// Moves a pod whose containers have not started on: `found` is what keeps them now when
     /// it was looked at this pass (None inside: nothing, they start), None when not due. A failed
-    /// pull is reported once (`ErrImagePull`), then as back-off until the next attempt.
-    fn wait(&self, pod: &Pod, t: &mut Tracked, found: Option<Option<Blocker>>, now: Instant) {
-        let (attempts, backing_off) = match &mut t.life {
+    /// pull is reported once (`ErrImagePull`), then as back-off until the next attempt. Returns
+    /// the blocker whose Event the kubelet records now: a new one, or another failed pull.
+    fn wait(
+        &self,
+        pod: &Pod,
+        t: &mut Tracked,
+        found: Option<Option<Blocker>>,
+        now: Instant,
+    ) -> Option<Blocker> {
+        let (attempts, backing_off, previous) = match &mut t.life {
             Life::Waiting {
                 attempts,
                 backing_off,
+                blocker,
                 ..
-            } => (*attempts, backing_off),
-            _ => (0, &mut false),
+            } => (*attempts, backing_off, Some(blocker.clone())),
+            _ => (0, &mut false, None),
         };
         match found {
-            None => *backing_off = true,
+            None => {
+                *backing_off = true;
+                None
+            }
             Some(None) => {
                 t.life = Life::Running {
                     since: now,
                     at: crate::apiserver::lifecycle::now(),
                 };
                 t.run = self.workloads.begin(pod, self.host_root.as_deref());
+                None
             }
             Some(Some(blocker)) => {
+                let record = (blocker.is_pull() || previous.as_ref() != Some(&blocker))
+                    .then(|| blocker.clone());
                 let (attempts, look_again) = if blocker.is_pull() {
                     (attempts + 1, now + self.backoff_after(attempts + 1))
                 } else {
@@ -306,6 +365,7 @@ impl Kubelet {
                     look_again,
                     backing_off: false,
                 };
+                record
             }
         }
     }
@@ -332,6 +392,7 @@ impl Kubelet {
                 let labels = pod.labels();
                 let fault = rules.iter().find(|r| {
                     r.node == self.node
+                        && !r.fault.at_start()
                         && ran >= r.every
                         && r.selector.iter().all(|(k, v)| labels.get(k) == Some(v))
                 });
@@ -339,7 +400,7 @@ impl Kubelet {
                     Some(r) => Some(match r.fault {
                         Fault::Crash => (1, "Error", false),
                         Fault::Oom => (137, "OOMKilled", false),
-                        Fault::Fail => (1, "Error", true),
+                        Fault::Fail | Fault::Sandbox | Fault::Pull => (1, "Error", true),
                     }),
                     None => run_for(pod)
                         .or_else(|| t.run.as_ref().map(Run::remaining))
@@ -385,6 +446,21 @@ impl Kubelet {
                 }
             }
         }
+    }
+}
+
+/// Records the kubelet's Warning Event for what keeps `pod` from starting.
+async fn record(recorder: &Recorder, pod: &Pod, blocker: &Blocker) {
+    let (reason, note) = blocker.event();
+    let event = Event {
+        type_: EventType::Warning,
+        reason: reason.into(),
+        note: Some(note),
+        action: "Starting".into(),
+        secondary: None,
+    };
+    if let Err(e) = recorder.publish(&event, &pod.object_ref(&())).await {
+        tracing::debug!(pod = %pod.name_any(), error = %e, "recording a kubelet event failed");
     }
 }
 
@@ -975,6 +1051,74 @@ mod tests {
         assert_eq!(s["phase"], "Running");
         assert_eq!(s["podIP"], "10.244.0.3");
         assert_eq!(s["conditions"][0]["status"], "True");
+    }
+
+    #[test]
+    fn start_faults_keep_new_pods_from_starting_and_each_failure_is_recorded_once() {
+        let k = kubelet();
+        let t0 = Instant::now();
+        let at = |s: u64| t0 + Duration::from_secs(s);
+        let rule = |fault| FaultRule {
+            every: Duration::ZERO,
+            ..crash_rule("n1", fault)
+        };
+        let p = pod("Always", json!({"app": "d"}), json!({}));
+        let sandbox = [rule(Fault::Sandbox)];
+        assert_eq!(
+            k.start_fault(&pod("Always", json!({"app": "e"}), json!({})), &sandbox),
+            None
+        );
+        assert!(
+            k.start_fault(&p, &[crash_rule("n1", Fault::Sandbox)])
+                .is_some(),
+            "a start fault's rule ignores `every`"
+        );
+        let look = |rules: &[FaultRule]| Some(Blocker::first(None, k.start_fault(&p, rules)));
+        let mut t = fresh(t0);
+        let recorded = k.wait(&p, &mut t, look(&sandbox), t0);
+        assert_eq!(
+            recorded.map(|b| b.event().0),
+            Some("FailedCreatePodSandBox")
+        );
+        let s = status(&p, &t, t0);
+        assert_eq!(s["phase"], "Pending");
+        assert!(s.get("podIP").is_none(), "no sandbox, no IP");
+        assert_eq!(
+            s["containerStatuses"][0]["state"]["waiting"]["reason"],
+            "ContainerCreating"
+        );
+        assert_eq!(
+            k.wait(&p, &mut t, look(&sandbox), at(1)),
+            None,
+            "the same: not again"
+        );
+        // A running pod is not struck by a start fault.
+        let mut running = fresh(t0);
+        k.advance(&p, &mut running, &sandbox, at(60));
+        assert_eq!(running.restarts, 0);
+        assert!(matches!(running.life, Life::Running { .. }));
+
+        // The fault changes to pulls: a new Event, and one per failed pull.
+        let pull = [rule(Fault::Pull)];
+        let recorded = k.wait(&p, &mut t, look(&pull), at(2)).unwrap();
+        let (reason, message) = recorded.event();
+        assert_eq!(reason, "Failed");
+        assert!(
+            message.contains("lookup docker.io: i/o timeout"),
+            "{message}"
+        );
+        assert_eq!(
+            status(&p, &t, at(2))["containerStatuses"][0]["state"]["waiting"]["reason"],
+            "ErrImagePull"
+        );
+        assert_eq!(k.wait(&p, &mut t, None, at(3)), None, "backing off");
+        assert!(
+            k.wait(&p, &mut t, look(&pull), at(12)).is_some(),
+            "pulled again"
+        );
+        // The fault is cleared: it starts.
+        assert_eq!(k.wait(&p, &mut t, look(&[]), at(40)), None);
+        assert_eq!(status(&p, &t, at(40))["phase"], "Running");
     }
 
     #[test]

@@ -17,6 +17,8 @@
 //!   over: 10s               # linear from the value at 20s to 80 at 30s
 //! - at: 5s
 //!   fault: {node: sim-node-1, selector: {app: d}, kind: crash, every: 10s}
+//! - at: 5s                   # start faults: sandbox or pull, no `every`
+//!   fault: {node: sim-node-2, selector: {app: d}, kind: sandbox}
 //! - at: 60s
 //!   clearFaults: sim-node-1  # or "*"
 //! ```
@@ -86,10 +88,10 @@ pub struct FaultSpec {
     /// Labels the pods must carry.
     #[serde(default)]
     pub selector: BTreeMap<String, String>,
-    /// crash, oom or fail.
+    /// crash, oom or fail; or a start fault: sandbox or pull.
     pub kind: Fault,
-    /// How long a container runs before the fault (again).
-    #[serde(deserialize_with = "duration")]
+    /// How long a container runs before the fault (again); none for a start fault.
+    #[serde(default, deserialize_with = "duration")]
     pub every: Duration,
 }
 
@@ -128,6 +130,16 @@ impl Scenario {
         for step in &scenario.steps {
             if !step.ramp.is_empty() && step.over.is_none() {
                 bail!("the step at {:?} ramps without `over`", step.at);
+            }
+            if let Some(f) = &step.fault
+                && !f.kind.at_start()
+                && f.every.is_zero()
+            {
+                bail!(
+                    "the {:?} fault at {:?} needs `every` (how long a container runs before it)",
+                    f.kind,
+                    step.at
+                );
             }
             let name_ok = |m: &String| {
                 !m.is_empty()
@@ -281,10 +293,17 @@ impl Telemetry {
                 every: spec.every,
             };
             faults.send_modify(|rules| rules.push(rule));
-            said.push(format!(
-                "fault: pods {:?} on {} suffer {:?} every {:?}",
-                spec.selector, spec.node, spec.kind, spec.every
-            ));
+            said.push(if spec.kind.at_start() {
+                format!(
+                    "fault: {} cannot start pods {:?} ({:?})",
+                    spec.node, spec.selector, spec.kind
+                )
+            } else {
+                format!(
+                    "fault: pods {:?} on {} suffer {:?} every {:?}",
+                    spec.selector, spec.node, spec.kind, spec.every
+                )
+            });
         }
         if let Some(node) = &step.clear_faults {
             faults.send_modify(|rules| rules.retain(|r| node != "*" && r.node != *node));
@@ -349,6 +368,8 @@ steps:
   fault: {node: b, selector: {app: d}, kind: crash, every: 10s}
 - at: 3s
   clearFaults: b
+- at: 4s
+  fault: {node: a, selector: {app: d}, kind: sandbox}
 ";
 
     #[test]
@@ -374,8 +395,16 @@ steps:
             .collect();
         assert_eq!(said[0], "a breaks");
         assert!(file("a").contains("node_metric -1\n"));
-        assert!(rules.borrow().is_empty(), "cleared at 3s");
         assert!(said[3].contains("recovers"));
+        assert_eq!(
+            said[4],
+            "fault: a cannot start pods {\"app\": \"d\"} (Sandbox)"
+        );
+        assert_eq!(
+            rules.borrow().iter().map(|r| r.fault).collect::<Vec<_>>(),
+            [Fault::Sandbox],
+            "b's crash rule cleared at 3s; a start fault needs no `every`"
+        );
         t.advance_ramps(Duration::from_secs(4)).unwrap();
         assert_eq!(t.value("b", "node_cpu"), Some(40.0), "halfway from 0 to 80");
         t.advance_ramps(Duration::from_secs(7)).unwrap();
@@ -394,6 +423,10 @@ steps:
             ),
             ("steps:\n- at: soon\n", "not a scenario"),
             ("telemetry: {}\nwhatever: 1\n", "not a scenario"),
+            (
+                "steps:\n- at: 1s\n  fault: {node: a, kind: crash}\n",
+                "needs `every`",
+            ),
         ] {
             let err = format!("{:#}", Scenario::parse(text).unwrap_err());
             assert!(err.contains(why), "{text}: {err}");

@@ -118,6 +118,7 @@ pub struct DevArgs {
     #[arg(long, env = "TELEMESH_DEV_SCENARIO")]
     scenario: Option<PathBuf>,
     /// Which story to tell: `health` (TAS policies), `rewards` (kubeRL's demo, measured),
+    /// `rewards-start` (the same with nodes that cannot start the pods: no sandbox, no pull),
     /// `actions` (WAM's demo objects and the seed's calls through `/rpc`, each outcome checked)
     /// or `actions-objects` (WAM's demo objects only: send the calls yourself, e.g.
     /// scripts/actions-curl.sh).
@@ -393,14 +394,18 @@ pub async fn run(args: DevArgs) -> anyhow::Result<bool> {
                     tokio::spawn(play_scenario(scenario, telemetry, faults, happened, stop.clone()));
                     story.follow(&client, happened_rx, decisions.subscribe(), &mut processes).await
                 }
-                StoryKind::Rewards => {
+                StoryKind::Rewards | StoryKind::RewardsStart => {
                     let mut placed = if stand_in_scheduler {
                         Placements::Decisions(decisions.subscribe())
                     } else {
                         Placements::Api
                     };
                     let apis: Vec<_> = plan.coordinators.iter().map(|c| c.api).collect();
-                    measured_met = rewards::play(&story, &client, &faults, &mut placed, &mut processes, DEV_REWARD_HALF_LIFE, &apis).await?;
+                    measured_met = if args.story == StoryKind::Rewards {
+                        rewards::play(&story, &client, &faults, &mut placed, &mut processes, DEV_REWARD_HALF_LIFE, &apis).await?
+                    } else {
+                        rewards::play_start(&story, &client, &faults, &mut placed, &mut processes, DEV_REWARD_HALF_LIFE, &apis).await?
+                    };
                     story.say("the story is complete");
                     if args.run_for.is_none() {
                         story.say("still running: Ctrl-C stops every process this command started");
@@ -842,6 +847,7 @@ fn agent_args(
         // Quicker than production defaults so the stories fit in minutes.
         "--policy-interval=1s".into(),
         "--reward-interval=1s".into(),
+        "--reward-start-grace=5s".into(),
         format!("--reward-half-life={}s", DEV_REWARD_HALF_LIFE.as_secs()),
         format!(
             "--reward-state-file={}",

@@ -4,6 +4,14 @@
 //! and the share that lands on the failing nodes is printed: before any failure, while the
 //! agents learn, once they have learnt (target: at most 2 %), for another type E (which should
 //! still use those nodes), and one half-life after the faults stop (the nodes win D pods back).
+//!
+//! The start-failure variant (`--story rewards-start`, [`play_start`]) is the same measure with
+//! kubeRL's own failures instead of crashes: sim-node-1 cannot create a sandbox for D pods
+//! (`FailedCreatePodSandBox`) and sim-node-2 cannot pull their image (a registry lookup that
+//! times out there), so D pods placed there never start. The agents count each such pod once
+//! after their start grace (agent/src/rewards/start.rs); a new pinned D pod is put on each
+//! failing node every few seconds while the faults hold, as the crash variant's probes crash
+//! again and again.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -12,7 +20,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::Client;
-use kube::api::{Api, DeleteParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use serde_json::json;
 use tokio::sync::{broadcast, watch};
 
@@ -223,6 +231,159 @@ pub async fn play(
     Ok(met)
 }
 
+/// How often a new pinned D pod is put on each failing node while the start faults hold.
+const START_PROBE_EVERY: Duration = Duration::from_secs(5);
+/// The label of those pods.
+const START_PROBE: (&str, &str) = ("rl-demo", "start-probe");
+
+/// Plays the start-failure variant; `Ok(true)` when every target was met (the crash story's).
+pub async fn play_start(
+    story: &Story,
+    client: &Client,
+    faults: &watch::Sender<Vec<FaultRule>>,
+    decisions: &mut Placements,
+    processes: &mut Processes,
+    half_life: Duration,
+    coordinator_apis: &[SocketAddr],
+) -> anyhow::Result<bool> {
+    let nodes: Vec<String> = (0..).map(|i| format!("sim-node-{i}")).take(4).collect();
+    create_namespace(client).await?;
+    for node in &nodes {
+        create_pod(client, &format!("probe-{node}"), "D", Some(node)).await?;
+    }
+    story.say("type D runs on every node (probe pods); new pods of D and E opt in to the extender");
+    let before = measure(story, client, decisions, "before", "D", 20).await?;
+    story.say(&before.describe("before any failure", "D"));
+    let rules = [(FAILING[0].0, Fault::Sandbox), (FAILING[1].0, Fault::Pull)]
+        .into_iter()
+        .map(|(node, fault)| FaultRule {
+            node: node.to_owned(),
+            selector: BTreeMap::from([("podtype".to_owned(), "D".to_owned())]),
+            fault,
+            every: Duration::ZERO,
+        })
+        .collect();
+    faults.send_replace(rules);
+    story.say(
+        "start faults on: sim-node-1 cannot create D pods' sandboxes, sim-node-2 cannot pull \
+         their image; a new D pod is pinned to each every 5 s",
+    );
+    let probes = AbortOnDrop(tokio::spawn(start_probes(client.clone())));
+    // Learning lasts 60 s and until every coordinator's view holds a start failure of D on both
+    // failing nodes (one counted failure is 2 bad, decaying).
+    let learning_until = tokio::time::Instant::now() + Duration::from_secs(60);
+    let mut learning = Share::default();
+    let mut round = 0;
+    loop {
+        let mut learnt_everywhere = true;
+        for (node, _) in FAILING {
+            let bad = bad_evidence_on(coordinator_apis, node).await?;
+            learnt_everywhere &= bad.iter().all(|b| *b >= 1.5);
+        }
+        if learnt_everywhere && tokio::time::Instant::now() >= learning_until {
+            break;
+        }
+        // Start failures reach the views within grace + a few seconds; two minutes more means
+        // they never will.
+        if tokio::time::Instant::now() >= learning_until + Duration::from_secs(120) {
+            anyhow::bail!(
+                "the coordinators' views never showed start failures of {MEASURED_TYPE} on both \
+                 failing nodes: see the agents' logs (\"a pod failed to start on this node\")"
+            );
+        }
+        super::story::check_processes(processes)?;
+        let s = measure(
+            story,
+            client,
+            decisions,
+            &format!("learning-{round}"),
+            "D",
+            2,
+        )
+        .await?;
+        learning.add(&s);
+        round += 1;
+        tokio::time::sleep(Duration::from_secs(3)).await;
+    }
+    story.say(&learning.describe(
+        "while learning (60 s, and until both failing nodes' start failures reached every view)",
+        "D",
+    ));
+    let learnt = measure(story, client, decisions, "learnt", "D", 50).await?;
+    story.say(&learnt.describe("learnt (target at most 2 %)", "D"));
+    let other = measure(story, client, decisions, "other", "E", 20).await?;
+    story.say(&other.describe("another type, which the failing nodes start", "E"));
+    drop(probes);
+    faults.send_replace(Vec::new());
+    let api = Api::<Pod>::namespaced(client.clone(), NS);
+    let selector = format!("{}={}", START_PROBE.0, START_PROBE.1);
+    let stuck = api
+        .list(&ListParams::default().labels(&selector))
+        .await?
+        .items
+        .len();
+    api.delete_collection(
+        &DeleteParams::default(),
+        &ListParams::default().labels(&selector),
+    )
+    .await
+    .context("deleting the start probes")?;
+    story.say(&format!(
+        "faults off ({stuck} pinned D pods never started); waiting one reward half-life ({half_life:?})"
+    ));
+    tokio::time::sleep(half_life).await;
+    let recovered = measure(story, client, decisions, "recovered", "D", 20).await?;
+    story.say(&recovered.describe("one half-life after the faults stopped", "D"));
+    let met = learnt.percent() <= 2.0 && other.on_failing > 0 && recovered.on_failing > 0;
+    println!(
+        "rewards (start failures): before {:.1} %  learning {:.1} %  learnt {:.1} %  other-type {:.1} %  recovered {:.1} %  targets {}",
+        before.percent(),
+        learning.percent(),
+        learnt.percent(),
+        other.percent(),
+        recovered.percent(),
+        if met { "met" } else { "MISSED" }
+    );
+    Ok(met)
+}
+
+/// A D pod pinned to `node` that requests nothing: the scheduler's resource balancing must
+/// not see the failing nodes fill up with pods that never start (they would lose E pods too).
+async fn create_start_probe(client: &Client, name: &str, node: &str) -> anyhow::Result<()> {
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": name, "labels": {"podtype": "D", START_PROBE.0: START_PROBE.1}},
+        "spec": {"nodeName": node,
+                 "containers": [{"name": "work", "image": "registry.k8s.io/pause:3.10"}]},
+    }))?;
+    Api::<Pod>::namespaced(client.clone(), NS)
+        .create(&PostParams::default(), &pod)
+        .await
+        .with_context(|| format!("creating pod {name}"))?;
+    Ok(())
+}
+
+/// Aborts its task when dropped (the story ends or fails).
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Pins a new D pod to each failing node every [`START_PROBE_EVERY`], until aborted.
+async fn start_probes(client: Client) {
+    for i in 0.. {
+        for (node, _) in FAILING {
+            let name = format!("start-{node}-{i}");
+            if let Err(e) = create_start_probe(&client, &name, node).await {
+                tracing::debug!(pod = %name, error = format!("{e:#}"), "creating a start probe failed");
+            }
+        }
+        tokio::time::sleep(START_PROBE_EVERY).await;
+    }
+}
+
 async fn create_namespace(client: &Client) -> anyhow::Result<()> {
     let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": NS}}))?;
     Api::<Namespace>::all(client.clone())
@@ -309,6 +470,12 @@ const SLOW_FAILING: &str = "sim-node-2";
 /// Each coordinator's decayed bad evidence for [`MEASURED_TYPE`] on [`SLOW_FAILING`]
 /// (`GET /api/v1/rewards`), 0 where its view has no estimate yet.
 async fn bad_evidence(apis: &[SocketAddr]) -> anyhow::Result<Vec<f64>> {
+    bad_evidence_on(apis, SLOW_FAILING).await
+}
+
+/// Each coordinator's decayed bad evidence for [`MEASURED_TYPE`] on `node`, 0 where its view
+/// has no estimate yet.
+async fn bad_evidence_on(apis: &[SocketAddr], node: &str) -> anyhow::Result<Vec<f64>> {
     let mut out = Vec::with_capacity(apis.len());
     for api in apis {
         let url = format!("http://{api}/api/v1/rewards?podType={MEASURED_TYPE}");
@@ -317,7 +484,7 @@ async fn bad_evidence(apis: &[SocketAddr]) -> anyhow::Result<Vec<f64>> {
             serde_json::from_slice(&body).with_context(|| format!("GET {url}: not JSON"))?;
         let bad = rewards["nodes"]
             .as_array()
-            .and_then(|nodes| nodes.iter().find(|n| n["node"] == SLOW_FAILING))
+            .and_then(|nodes| nodes.iter().find(|n| n["node"] == node))
             .and_then(|n| n["bad"].as_f64())
             .unwrap_or(0.0);
         out.push(bad);

@@ -37,6 +37,9 @@ pub enum StoryKind {
     Health,
     /// kubeRL's demo, measured: nodes that crash pods of type D are learnt and avoided for D.
     Rewards,
+    /// The same with kubeRL's own failures: nodes that cannot start pods of type D (no sandbox,
+    /// an image they cannot pull) are learnt and avoided for D.
+    RewardsStart,
     /// WAM's demo: its objects in namespace `ul` and the seed's calls played through `/rpc`,
     /// each outcome checked through the API.
     Actions,
@@ -113,7 +116,13 @@ impl Story {
         let checklist = match (kind, built_in) {
             (StoryKind::Health, true) => Step::ALL.to_vec(),
             (StoryKind::Health, false) => vec![Step::ClusterUp, Step::DemoRunning],
-            (StoryKind::Rewards | StoryKind::Actions | StoryKind::ActionsObjects, _) => {
+            (
+                StoryKind::Rewards
+                | StoryKind::RewardsStart
+                | StoryKind::Actions
+                | StoryKind::ActionsObjects,
+                _,
+            ) => {
                 vec![Step::ClusterUp]
             }
         };
