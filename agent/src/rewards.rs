@@ -3,7 +3,7 @@
 //! (core's `reward::signal` table), feeds the estimate of the pod's type on this node, and
 //! gossips the estimates as `r:<namespace>/<type>` = `<good>,<bad>@<ms>` for the coordinator.
 //! A pod that waits to start longer than `--reward-start-grace` has its Events looked up, and
-//! counts once if this node is what keeps it from starting ([`start`]).
+//! counts once if this node is what keeps it from starting (the `start` module).
 //!
 //! Bounded: only the `--reward-max-types` most recently active types are kept and gossiped
 //! (an older type's key is deleted). Kept across restarts in `--reward-state-file` (written
