@@ -119,6 +119,16 @@ fn spawn_controllers(
 /// Installs the TASPolicy CRD, the namespace and deploy/examples/scheduling-policy.yaml
 /// unchanged.
 pub async fn install_example_policy(client: &kube::Client) {
+    let path = crate::upstream::workspace_root().join("deploy/examples/scheduling-policy.yaml");
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+    let policy: TASPolicy = serde_yaml_ng::from_str(&text).expect("the example policy parses");
+    install_policies(client, POLICY_NAMESPACE, &[policy]).await;
+}
+
+/// Installs the TASPolicy CRD, creates `namespace` and then `policies` in it (each retried
+/// until the new CRD is served).
+pub async fn install_policies(client: &kube::Client, namespace: &str, policies: &[TASPolicy]) {
     let crd: CustomResourceDefinition =
         serde_yaml_ng::from_str(telemesh_core::policy::crd::CRD_YAML).expect("the CRD parses");
     Api::<CustomResourceDefinition>::all(client.clone())
@@ -126,27 +136,25 @@ pub async fn install_example_policy(client: &kube::Client) {
         .await
         .expect("installing the TASPolicy CRD");
     let ns: Namespace =
-        serde_json::from_value(serde_json::json!({"metadata": {"name": POLICY_NAMESPACE}}))
+        serde_json::from_value(serde_json::json!({"metadata": {"name": namespace}}))
             .expect("a namespace");
     Api::<Namespace>::all(client.clone())
         .create(&PostParams::default(), &ns)
         .await
         .expect("creating the policy's namespace");
-    let path = crate::upstream::workspace_root().join("deploy/examples/scheduling-policy.yaml");
-    let text = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
-    let policy: TASPolicy = serde_yaml_ng::from_str(&text).expect("the example policy parses");
-    let api = Api::<TASPolicy>::namespaced(client.clone(), POLICY_NAMESPACE);
-    eventually("the TASPolicy is created", crate::mesh::MESH_WAIT, || {
-        let (api, policy) = (api.clone(), policy.clone());
-        async move {
-            api.create(&PostParams::default(), &policy)
-                .await
-                .ok()
-                .map(|_| ())
-        }
-    })
-    .await;
+    let api = Api::<TASPolicy>::namespaced(client.clone(), namespace);
+    for policy in policies {
+        eventually("the TASPolicy is created", crate::mesh::MESH_WAIT, || {
+            let (api, policy) = (api.clone(), policy.clone());
+            async move {
+                api.create(&PostParams::default(), &policy)
+                    .await
+                    .ok()
+                    .map(|_| ())
+            }
+        })
+        .await;
+    }
 }
 
 /// The label the workloads of [`create_deployment`] select their pods by.

@@ -15,14 +15,13 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Namespace, Node};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::api::core::v1::Node;
 use kube::Client;
-use kube::api::{Api, PostParams};
+use kube::api::Api;
 use serde_json::{Value, json};
 use telemesh_core::policy::TASPolicy;
+use telemesh_tests::SimEnv;
 use telemesh_tests::mesh::{Coordinator, MESH_WAIT, Mesh};
-use telemesh_tests::{SimEnv, eventually};
 
 const NAMESPACE: &str = "agreement";
 const NODES: [&str; 2] = ["sim-node-0", "sim-node-1"];
@@ -46,42 +45,12 @@ fn policy(name: &str, metric: &str, operator: &str, target: &str) -> TASPolicy {
     serde_yaml_ng::from_str(&yaml).unwrap_or_else(|e| panic!("policy {name}: {e}"))
 }
 
-/// Installs the TASPolicy CRD, the namespace and `policies`.
-async fn install(client: &Client, policies: &[TASPolicy]) {
-    let crd: CustomResourceDefinition =
-        serde_yaml_ng::from_str(telemesh_core::policy::crd::CRD_YAML).expect("the CRD parses");
-    Api::<CustomResourceDefinition>::all(client.clone())
-        .create(&PostParams::default(), &crd)
-        .await
-        .expect("installing the TASPolicy CRD");
-    let ns: Namespace =
-        serde_json::from_value(json!({"metadata": {"name": NAMESPACE}})).expect("a namespace");
-    Api::<Namespace>::all(client.clone())
-        .create(&PostParams::default(), &ns)
-        .await
-        .expect("creating the namespace");
-    let api = Api::<TASPolicy>::namespaced(client.clone(), NAMESPACE);
-    for policy in policies {
-        // The CRD is served a moment after it is created.
-        eventually("the TASPolicy is created", MESH_WAIT, || {
-            let (api, policy) = (api.clone(), policy.clone());
-            async move {
-                api.create(&PostParams::default(), &policy)
-                    .await
-                    .ok()
-                    .map(|_| ())
-            }
-        })
-        .await;
-    }
-}
-
 /// sim with the nodes, the policies, one agent per `(node, textfile)` and two replicas.
 async fn start(nodes: &[(&str, &str)], policies: &[TASPolicy]) -> (SimEnv, Client, Mesh) {
     telemesh_core::telemetry::init(telemesh_core::cli::LogFormat::Text, "warn");
     let env = SimEnv::start(nodes.len()).await;
     let client = env.client().await;
-    install(&client, policies).await;
+    telemesh_tests::cluster::install_policies(&client, NAMESPACE, policies).await;
     let mesh = Mesh::start_with(&env, nodes, &AGENT_ARGS, &COORDINATOR_ARGS, 2).await;
     (env, client, mesh)
 }
