@@ -1139,33 +1139,40 @@ mod tests {
         );
     }
 
-    /// A push reaches each live observer within a round trip, between rounds, and no agent:
-    /// rounds are 10 s apart on a paused clock, so only the push can carry the value at once.
+    /// A member on loopback port `port` whose rounds are 10 s apart: on a paused clock, what
+    /// arrives between rounds came by a push.
+    fn ten_second_rounds(name: &str, port: u16, role: Role, seeds: Vec<String>) -> GossipConfig {
+        let mut c = GossipConfig::new(
+            name,
+            "mesh",
+            SocketAddr::from(([127, 0, 0, 1], port)),
+            Security::Insecure,
+        );
+        c.gossip_interval = Duration::from_secs(10);
+        c.role = role;
+        c.seeds = seeds;
+        c
+    }
+
     /// A deletion shows only as the member's version moving: a reader that syncs membership
     /// sees an update at once (not at the next round), and the keys it re-reads show the
     /// deletion (paused clock, 10 s rounds, the deletion pushed between rounds).
     #[tokio::test(start_paused = true)]
     async fn a_reader_sees_a_deletion_as_an_update_and_in_the_keys_it_reads() {
         let channel = chitchat::transport::ChannelTransport::with_mtu(65_507);
-        let member = |name: &str, port: u16, role: Role, seeds: Vec<String>| {
-            let mut c = GossipConfig::new(
-                name,
-                "mesh",
-                SocketAddr::from(([127, 0, 0, 1], port)),
-                Security::Insecure,
-            );
-            c.gossip_interval = Duration::from_secs(10);
-            c.role = role;
-            c.seeds = seeds;
-            c
-        };
-        let a = GossipMember::start_on(member("a", 30_041, Role::Agent, vec![]), &channel)
-            .await
-            .unwrap();
+        let a = GossipMember::start_on(
+            ten_second_rounds("a", 30_041, Role::Agent, vec![]),
+            &channel,
+        )
+        .await
+        .unwrap();
         let seed = vec![a.id().gossip_addr.to_string()];
-        let c = GossipMember::start_on(member("c", 30_042, Role::Observer, seed), &channel)
-            .await
-            .unwrap();
+        let c = GossipMember::start_on(
+            ten_second_rounds("c", 30_042, Role::Observer, seed),
+            &channel,
+        )
+        .await
+        .unwrap();
         let pod = StateKey::Scavenger("u1".into());
         a.set(&pod, "ns/a@1000@500@1024").await.unwrap();
         // Rounds at 0, 10 and 20 s: both live, the key known; the next round is at 30 s.
@@ -1205,31 +1212,30 @@ mod tests {
         assert!(events.try_recv().is_err());
     }
 
+    /// A push reaches each live observer within a round trip, between rounds, and no agent:
+    /// rounds are 10 s apart on a paused clock, so only the push can carry the value at once.
     #[tokio::test(start_paused = true)]
     async fn a_push_reaches_the_observers_between_rounds_and_no_agent() {
         let channel = chitchat::transport::ChannelTransport::with_mtu(65_507);
-        let member = |name: &str, port: u16, role: Role, seeds: Vec<String>| {
-            let mut c = GossipConfig::new(
-                name,
-                "mesh",
-                SocketAddr::from(([127, 0, 0, 1], port)),
-                Security::Insecure,
-            );
-            c.gossip_interval = Duration::from_secs(10);
-            c.role = role;
-            c.seeds = seeds;
-            c
-        };
-        let a = GossipMember::start_on(member("a", 30_021, Role::Agent, vec![]), &channel)
-            .await
-            .unwrap();
+        let a = GossipMember::start_on(
+            ten_second_rounds("a", 30_021, Role::Agent, vec![]),
+            &channel,
+        )
+        .await
+        .unwrap();
         let seed = vec![a.id().gossip_addr.to_string()];
-        let b = GossipMember::start_on(member("b", 30_022, Role::Agent, seed.clone()), &channel)
-            .await
-            .unwrap();
-        let c = GossipMember::start_on(member("c", 30_023, Role::Observer, seed), &channel)
-            .await
-            .unwrap();
+        let b = GossipMember::start_on(
+            ten_second_rounds("b", 30_022, Role::Agent, seed.clone()),
+            &channel,
+        )
+        .await
+        .unwrap();
+        let c = GossipMember::start_on(
+            ten_second_rounds("c", 30_023, Role::Observer, seed),
+            &channel,
+        )
+        .await
+        .unwrap();
         // Rounds at 0, 10 and 20 s: everyone met and live; the next round is at 30 s.
         tokio::time::sleep(Duration::from_secs(25)).await;
         assert_eq!(a.liveness_counts().await, (3, 0), "all three live at a");
