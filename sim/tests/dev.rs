@@ -72,24 +72,25 @@ async fn interrupting_the_dev_cluster_stops_every_process_it_started() {
     );
 }
 
-#[tokio::test]
-async fn the_rewards_story_learns_to_avoid_failing_nodes_and_forgives_them() {
+/// Plays a rewards story on 4 nodes and checks that it ends with its figures line (the line
+/// starting `figures`) saying every target was met, and that nothing is left running.
+async fn rewards_story_meets_its_targets(story: &str, figures: &str) {
     let dir = tempfile::tempdir().unwrap();
     let child = dev(
         dir.path(),
-        &["--nodes", "4", "--story", "rewards", "--for", "420s"],
+        &["--nodes", "4", "--story", story, "--for", "420s"],
     );
     let out = tokio::time::timeout(Duration::from_secs(480), child.wait_with_output())
         .await
-        .expect("telemesh-sim dev --story rewards overran its own deadline")
+        .unwrap_or_else(|_| panic!("telemesh-sim dev --story {story} overran its own deadline"))
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "rewards story failed:\n{stdout}");
-    let figures = stdout
+    assert!(out.status.success(), "{story} story failed:\n{stdout}");
+    let line = stdout
         .lines()
-        .find(|l| l.starts_with("rewards: "))
+        .find(|l| l.starts_with(figures))
         .unwrap_or_else(|| panic!("no figures line:\n{stdout}"));
-    assert!(figures.ends_with("targets met"), "{figures}");
+    assert!(line.ends_with("targets met"), "{line}");
     assert_eq!(
         processes_under(dir.path()),
         Vec::<u32>::new(),
@@ -98,31 +99,13 @@ async fn the_rewards_story_learns_to_avoid_failing_nodes_and_forgives_them() {
 }
 
 #[tokio::test]
+async fn the_rewards_story_learns_to_avoid_failing_nodes_and_forgives_them() {
+    rewards_story_meets_its_targets("rewards", "rewards: ").await;
+}
+
+#[tokio::test]
 async fn the_rewards_story_with_start_failures_learns_to_avoid_nodes_that_cannot_start_a_type() {
-    let dir = tempfile::tempdir().unwrap();
-    let child = dev(
-        dir.path(),
-        &["--nodes", "4", "--story", "rewards-start", "--for", "420s"],
-    );
-    let out = tokio::time::timeout(Duration::from_secs(480), child.wait_with_output())
-        .await
-        .expect("telemesh-sim dev --story rewards-start overran its own deadline")
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "rewards-start story failed:\n{stdout}"
-    );
-    let figures = stdout
-        .lines()
-        .find(|l| l.starts_with("rewards (start failures): "))
-        .unwrap_or_else(|| panic!("no figures line:\n{stdout}"));
-    assert!(figures.ends_with("targets met"), "{figures}");
-    assert_eq!(
-        processes_under(dir.path()),
-        Vec::<u32>::new(),
-        "left running"
-    );
+    rewards_story_meets_its_targets("rewards-start", "rewards (start failures): ").await;
 }
 
 #[tokio::test]
