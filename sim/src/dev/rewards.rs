@@ -188,19 +188,8 @@ pub async fn play(
         if second_failure && tokio::time::Instant::now() >= learning_until {
             break;
         }
-        super::story::check_processes(processes)?;
-        let s = measure(
-            story,
-            client,
-            decisions,
-            &format!("learning-{round}"),
-            "D",
-            2,
-        )
-        .await?;
-        learning.add(&s);
+        learning_round(story, client, decisions, processes, &mut learning, round).await?;
         round += 1;
-        tokio::time::sleep(Duration::from_secs(3)).await;
     }
     story.say(&learning.describe(
         "while learning (60 s, and until sim-node-2 failed twice)",
@@ -218,17 +207,10 @@ pub async fn play(
     tokio::time::sleep(half_life).await;
     let recovered = measure(story, client, decisions, "recovered", "D", 20).await?;
     story.say(&recovered.describe("one half-life after the faults stopped", "D"));
-    let met = learnt.percent() <= 2.0 && other.on_failing > 0 && recovered.on_failing > 0;
-    println!(
-        "rewards: before {:.1} %  learning {:.1} %  learnt {:.1} %  other-type {:.1} %  recovered {:.1} %  targets {}",
-        before.percent(),
-        learning.percent(),
-        learnt.percent(),
-        other.percent(),
-        recovered.percent(),
-        if met { "met" } else { "MISSED" }
-    );
-    Ok(met)
+    Ok(report(
+        "rewards",
+        [&before, &learning, &learnt, &other, &recovered],
+    ))
 }
 
 /// How often a new pinned D pod is put on each failing node while the start faults hold.
@@ -291,19 +273,8 @@ pub async fn play_start(
                  failing nodes: see the agents' logs (\"a pod failed to start on this node\")"
             );
         }
-        super::story::check_processes(processes)?;
-        let s = measure(
-            story,
-            client,
-            decisions,
-            &format!("learning-{round}"),
-            "D",
-            2,
-        )
-        .await?;
-        learning.add(&s);
+        learning_round(story, client, decisions, processes, &mut learning, round).await?;
         round += 1;
-        tokio::time::sleep(Duration::from_secs(3)).await;
     }
     story.say(&learning.describe(
         "while learning (60 s, and until both failing nodes' start failures reached every view)",
@@ -334,17 +305,10 @@ pub async fn play_start(
     tokio::time::sleep(half_life).await;
     let recovered = measure(story, client, decisions, "recovered", "D", 20).await?;
     story.say(&recovered.describe("one half-life after the faults stopped", "D"));
-    let met = learnt.percent() <= 2.0 && other.on_failing > 0 && recovered.on_failing > 0;
-    println!(
-        "rewards (start failures): before {:.1} %  learning {:.1} %  learnt {:.1} %  other-type {:.1} %  recovered {:.1} %  targets {}",
-        before.percent(),
-        learning.percent(),
-        learnt.percent(),
-        other.percent(),
-        recovered.percent(),
-        if met { "met" } else { "MISSED" }
-    );
-    Ok(met)
+    Ok(report(
+        "rewards (start failures)",
+        [&before, &learning, &learnt, &other, &recovered],
+    ))
 }
 
 /// A D pod pinned to `node` that requests nothing: the scheduler's resource balancing must
@@ -417,6 +381,49 @@ async fn create_pod(
         .await
         .with_context(|| format!("creating pod {name}"))?;
     Ok(())
+}
+
+/// One round while the agents learn: checks the dev cluster's processes, places two D pods
+/// (added to `learning`), then waits 3 s.
+async fn learning_round(
+    story: &Story,
+    client: &Client,
+    decisions: &mut Placements,
+    processes: &mut Processes,
+    learning: &mut Share,
+    round: usize,
+) -> anyhow::Result<()> {
+    super::story::check_processes(processes)?;
+    let s = measure(
+        story,
+        client,
+        decisions,
+        &format!("learning-{round}"),
+        "D",
+        2,
+    )
+    .await?;
+    learning.add(&s);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    Ok(())
+}
+
+/// Prints a story's figures line (`<label>: before ... targets met|MISSED`) from its phases
+/// (before, learning, learnt, other type, recovered) and returns whether every target was met:
+/// at most 2 % of D on the failing nodes once learnt, and some E pods and some recovered D pods
+/// on them.
+fn report(label: &str, [before, learning, learnt, other, recovered]: [&Share; 5]) -> bool {
+    let met = learnt.percent() <= 2.0 && other.on_failing > 0 && recovered.on_failing > 0;
+    println!(
+        "{label}: before {:.1} %  learning {:.1} %  learnt {:.1} %  other-type {:.1} %  recovered {:.1} %  targets {}",
+        before.percent(),
+        learning.percent(),
+        learnt.percent(),
+        other.percent(),
+        recovered.percent(),
+        if met { "met" } else { "MISSED" }
+    );
+    met
 }
 
 /// Creates `count` pods of `podtype` one at a time, each placed before the next is created;
