@@ -288,6 +288,11 @@ pub async fn mark_for_deletion(client: &Client, pod: &ObjectRef) -> Result<(), F
 /// queued right behind) finds it warm.
 pub const IDLE_WATCH: Duration = Duration::from_secs(60);
 
+/// How long [`PodWatches::wait`] waits for a watch's first list when its own timeout is
+/// shorter: long enough for a loaded API server to answer a list, short enough that an
+/// unreachable one fails the step rather than holding it.
+pub const FIRST_LIST: Duration = Duration::from_secs(10);
+
 /// The pod watches the executor's waits share, one per namespace and label selector, opened on
 /// first use and closed once idle for [`IDLE_WATCH`]. Opening a watch (a list, then the watch
 /// request) for every wait cost more than the rest of a step; an open one answers at once from
@@ -386,6 +391,11 @@ impl PodWatches {
     /// Waits until `check` on the namespace's pods matching `selector` decides, or `timeout`
     /// passes (`Ok(None)`). `check` runs once the watch has listed, after every change, and
     /// every second (some decisions depend on time: how long a pod has been unschedulable).
+    ///
+    /// `check` always sees the listed pods once, even when `timeout` is zero: a leader that
+    /// resumes a step whose window ran out during the failover must find the pod that became
+    /// Ready meanwhile, not report a timeout (and undo the action) without looking. Only a
+    /// watch that cannot list within [`FIRST_LIST`] (or `timeout`, if longer) gives up unseen.
     pub async fn wait<R>(
         &self,
         client: &Client,
@@ -395,10 +405,11 @@ impl PodWatches {
         mut check: impl FnMut(&[Arc<Pod>]) -> Option<R>,
     ) -> Result<Option<R>, Failure> {
         let watch = self.get(client, namespace, selector);
-        let deadline = tokio::time::Instant::now() + timeout;
+        let now = tokio::time::Instant::now();
+        let deadline = now + timeout;
         let mut changed = watch.changed.subscribe();
         tokio::select! {
-            () = tokio::time::sleep_until(deadline) => return Ok(None),
+            () = tokio::time::sleep_until(deadline.max(now + FIRST_LIST)) => return Ok(None),
             ready = watch.store.wait_until_ready() => {
                 ready.map_err(|e| Failure::Api(format!("the pod watch ended: {e}")))?;
             }
@@ -509,6 +520,7 @@ pub fn pod_ref(pod: &Pod) -> ObjectRef {
 mod tests {
     use std::time::Duration;
 
+    use kube::core::Expression;
     use telemesh_core::testing::eventually;
     use telemesh_sim::{Sim, SimConfig};
     use tokio_util::sync::CancellationToken;
@@ -578,5 +590,38 @@ mod tests {
             .unwrap();
         assert_eq!(watched.len(), 2, "{watched:?}");
         assert!(watched.iter().all(|n| n.starts_with("web-")), "{watched:?}");
+    }
+
+    /// A step resumed after its window ran out (a new leader after a failover) waits with no
+    /// time left: the pods are still looked at once, on a fresh watch, so a pod that is there
+    /// is found rather than the step reported timed out.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_wait_with_no_time_left_still_looks_at_the_pods_once() {
+        let sim = Sim::start(SimConfig::default()).await.unwrap();
+        let client = sim.client().await.unwrap();
+        let api = Api::<Pod>::namespaced(client.clone(), "default");
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": {"name": "web-1", "namespace": "default", "labels": {"app": "web"}},
+            "spec": {"containers": [{"name": "main", "image": "busybox:1.36"}]}
+        }))
+        .unwrap();
+        api.create(&Default::default(), &pod).await.unwrap();
+        let selector: Selector = Expression::Equal("app".into(), "web".into()).into();
+        let watches = PodWatches::default();
+        let seen = watches
+            .wait(&client, "default", &selector, Duration::ZERO, |pods| {
+                pods.iter().map(|p| p.name_any()).next()
+            })
+            .await
+            .unwrap();
+        assert_eq!(seen.as_deref(), Some("web-1"));
+        // Nothing to find: the zero window ends it at once, after that one look.
+        let none = watches
+            .wait(&client, "default", &selector, Duration::ZERO, |pods| {
+                pods.iter().find(|p| p.name_any() == "web-2").map(|_| ())
+            })
+            .await
+            .unwrap();
+        assert_eq!(none, None);
     }
 }
