@@ -1,5 +1,5 @@
 //! The policy loop: every evaluation period, every TASPolicy is evaluated against this node's
-//! latest collection, and the node is brought in line: its labels ([`crate::labeler`]), its
+//! latest collection ([`crate::plan`] decides, purely), and the node is brought in line: its labels ([`crate::labeler`]), its
 //! entry in each policy's status, its `v:` gossip keys, and the eviction of its pods linked to a
 //! violated deschedule policy ([`crate::evictor`]). Nothing is written when nothing changed.
 //! When the node stops breaking every dontschedule rule, [`crate::recovery`] annotates the
@@ -28,7 +28,7 @@
 //! policies with one name in two namespaces therefore share the label, which is set while either
 //! is violated; their pods are still evicted only for their own namespace's policy.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -39,12 +39,10 @@ use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::reflector::Store;
 use kube::{Api, Client, ResourceExt as _};
 use parking_lot::RwLock;
-use telemesh_core::gossip::{GossipMember, MetricValue, NodeState, StateKey};
+use telemesh_core::gossip::{GossipMember, StateKey};
 use telemesh_core::metric::Sample;
-use telemesh_core::policy::crd::{NodeViolation, ViolatedRule};
-use telemesh_core::policy::{
-    NodeReadings, POLICY_LINK_LABEL, Policy, RuleOutcome, TASPolicy, VIOLATING, Verdict,
-};
+use telemesh_core::policy::crd::NodeViolation;
+use telemesh_core::policy::{NodeReadings, POLICY_LINK_LABEL, Policy, TASPolicy};
 use tokio_util::sync::CancellationToken;
 
 use crate::api_backoff::{self, SharedApiBackoff};
@@ -54,6 +52,7 @@ use crate::label_cleanup::{self, LabelCleanup, PolicyNames, Removal};
 use crate::labeler::{LabelChange, Labeler, Removed};
 use crate::metrics::{AgentMetrics, EvictionLabels, LabelWriteLabels};
 use crate::node_watch::{self, OwnNode};
+use crate::plan::{Eviction, Plan, StatusEntry, ViolatingSince, node_state, plan};
 use crate::policies::Compiled;
 use crate::recovery::RecoverySignal;
 use crate::scope::{self, Refusals};
@@ -88,81 +87,6 @@ pub struct Inputs {
     pub metrics: AgentMetrics,
 }
 
-/// One policy's outcome on this node.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct Outcomes {
-    /// `dontschedule`, if the policy has it.
-    pub dont_schedule: Option<Verdict>,
-    /// `deschedule`, if the policy has it.
-    pub deschedule: Option<Verdict>,
-    /// `labeling` verdict and the labels it wants.
-    pub labeling: Option<(BTreeMap<String, String>, Verdict)>,
-}
-
-impl Outcomes {
-    /// Evaluates a compiled policy against `readings`.
-    pub fn evaluate(policy: &Policy, readings: &NodeReadings<'_>, config: &PolicyConfig) -> Self {
-        Self {
-            dont_schedule: policy
-                .dont_schedule
-                .as_ref()
-                .map(|s| s.evaluate(readings, config.unknown)),
-            deschedule: policy
-                .deschedule
-                .as_ref()
-                .map(|s| s.evaluate(readings, config.unknown)),
-            labeling: policy
-                .labeling
-                .as_ref()
-                .map(|l| l.labels(&policy.name, readings, config.unknown)),
-        }
-    }
-
-    /// The violated strategies with their verdicts, in a fixed order.
-    pub fn violated(&self) -> Vec<(&'static str, &Verdict)> {
-        let mut out = Vec::new();
-        if let Some(v) = self.deschedule.as_ref().filter(|v| v.violated) {
-            out.push(("deschedule", v));
-        }
-        if let Some(v) = self.dont_schedule.as_ref().filter(|v| v.violated) {
-            out.push(("dontschedule", v));
-        }
-        if let Some((_, v)) = self.labeling.as_ref().filter(|(_, v)| v.violated) {
-            out.push(("labeling", v));
-        }
-        out
-    }
-
-    /// This node's status entry (`since` left empty), or `None` when nothing is violated.
-    pub fn status_entry(&self) -> Option<NodeViolation> {
-        let violated = self.violated();
-        if violated.is_empty() {
-            return None;
-        }
-        let mut entry = NodeViolation::default();
-        for (strategy, verdict) in violated {
-            entry.strategies.push(strategy.to_owned());
-            entry.rules.extend(
-                verdict
-                    .violating_rules()
-                    .map(|r| violated_rule(strategy, r)),
-            );
-        }
-        Some(entry)
-    }
-}
-
-fn violated_rule(strategy: &str, r: &RuleOutcome) -> ViolatedRule {
-    ViolatedRule {
-        strategy: strategy.to_owned(),
-        metricname: r.rule.metric.clone(),
-        operator: r.rule.operator.as_str().to_owned(),
-        target: r.rule.target,
-        // Unknown readings count as violated only under `--unknown-metrics violating`.
-        value: r.reading.fresh(),
-    }
-}
-
 /// Whether two entries name the same violated rules (values and `since` aside).
 fn same_rules(a: &NodeViolation, b: &NodeViolation) -> bool {
     let key = |e: &NodeViolation| {
@@ -179,17 +103,6 @@ fn same_rules(a: &NodeViolation, b: &NodeViolation) -> bool {
             .collect::<Vec<_>>()
     };
     a.strategies == b.strategies && key(a) == key(b)
-}
-
-/// Builds the node state the rules read: the latest samples, stamped with their collection time.
-pub fn node_state(samples: &[Sample], at: SystemTime) -> NodeState {
-    let mut state = NodeState::default();
-    for s in samples {
-        if let Ok(v) = MetricValue::new(&s.name, s.value, at) {
-            state.metrics.insert(s.name.clone(), v);
-        }
-    }
-    state
 }
 
 /// Runs the loop until `stop`.
@@ -224,7 +137,7 @@ pub async fn run(inputs: Inputs, stop: CancellationToken) {
     let mut compiled = Compiled::default();
     let mut written: HashMap<String, Option<NodeViolation>> = HashMap::new();
     let mut gossiped: BTreeMap<String, String> = BTreeMap::new();
-    let mut violating_since: HashMap<String, Instant> = HashMap::new();
+    let mut violating_since = ViolatingSince::new();
     let mut label_reasons: BTreeMap<String, String> = BTreeMap::new();
     let mut names = PolicyNames::default();
 
@@ -247,55 +160,25 @@ pub async fn run(inputs: Inputs, stop: CancellationToken) {
             now: SystemTime::now(),
             stale_after: config.stale_after,
         };
-        let now = Instant::now();
         let current = compiled.refresh(&policies);
         names.observe(current.iter().map(|(raw, _)| raw.as_ref()));
-
-        let mut desired: BTreeMap<String, String> = BTreeMap::new();
-        let mut reasons: BTreeMap<String, String> = BTreeMap::new();
-        let mut violations: BTreeMap<String, String> = BTreeMap::new();
-        let mut to_evict: Vec<(Arc<Policy>, String)> = Vec::new();
-        let mut statuses = Vec::new();
-        let mut live_policies = HashSet::new();
-        let mut breaking_dont_schedule = false;
-        for (raw, policy) in &current {
-            let key = policy.key();
-            live_policies.insert(key.clone());
-            let outcomes = Outcomes::evaluate(policy, &readings, &config);
-            breaking_dont_schedule |= outcomes.dont_schedule.as_ref().is_some_and(|v| v.violated);
-            if let Some(v) = outcomes.deschedule.as_ref().filter(|v| v.violated) {
-                let reason = v.reason(&key, "deschedule");
-                desired.insert(policy.violator_label_key().to_owned(), VIOLATING.to_owned());
-                reasons.insert(policy.violator_label_key().to_owned(), reason.clone());
-                let since = *violating_since.entry(key.clone()).or_insert(now);
-                if evictor.is_some()
-                    && config
-                        .eviction
-                        .as_ref()
-                        .is_some_and(|e| now.duration_since(since) >= e.grace)
-                {
-                    to_evict.push((policy.clone(), reason));
-                }
-            } else {
-                violating_since.remove(&key);
-            }
-            if let Some((labels, verdict)) = &outcomes.labeling {
-                for (k, v) in labels {
-                    // Same-named policies in two namespaces: the first (by namespace) wins a key.
-                    if !desired.contains_key(k) {
-                        desired.insert(k.clone(), v.clone());
-                        reasons.insert(k.clone(), verdict.reason(&key, "labeling"));
-                    }
-                }
-            }
-            let violated: Vec<&str> = outcomes.violated().iter().map(|(s, _)| *s).collect();
-            if !violated.is_empty() {
-                violations.insert(key.clone(), violated.join(","));
-            }
-            statuses.push((raw, policy, outcomes.status_entry()));
-        }
-        violating_since.retain(|k, _| live_policies.contains(k));
-        written.retain(|k, _| live_policies.contains(k));
+        let Plan {
+            labels: desired,
+            reasons,
+            violations,
+            statuses,
+            breaking_dont_schedule,
+            evict,
+            violating_since: next,
+        } = plan(
+            &current,
+            &readings,
+            &violating_since,
+            Instant::now(),
+            &config,
+        );
+        violating_since = next;
+        written.retain(|k, _| current.iter().any(|(_, p)| p.key() == *k));
         // Gossip and metrics from memory, whatever the API server does.
         metrics.policies_violated.set(violations.len() as i64);
         sync_gossip(&gossip, &violations, &mut gossiped).await;
@@ -304,14 +187,14 @@ pub async fn run(inputs: Inputs, stop: CancellationToken) {
         // The writes, while the API server answers; the first that finds it unavailable ends
         // the pass, and the next pass waits for the agent's backoff.
         let mut writes = Writes::begin(&backoff);
-        for (raw, policy, entry) in statuses {
+        for StatusEntry { raw, policy, entry } in statuses {
             if !writes.open() {
                 break;
             }
             let result = sync_status(
                 &client,
-                raw,
-                policy,
+                &raw,
+                &policy,
                 &node_name,
                 entry,
                 &mut written,
@@ -400,7 +283,7 @@ pub async fn run(inputs: Inputs, stop: CancellationToken) {
             let mut evictor = evictor.lock().await;
             let pods_now = pods.state();
             evictor.retain(&pods_now.iter().filter_map(|p| p.uid()).collect());
-            'evict: for (policy, reason) in &to_evict {
+            'evict: for Eviction { policy, reason } in &evict {
                 for pod in pods_now.iter().filter(|p| linked(p, policy)) {
                     let age = pod_age(pod);
                     if eligibility(pod, age, evictor.config().min_pod_age).is_err()

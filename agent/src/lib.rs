@@ -18,6 +18,7 @@ pub mod label_cleanup;
 pub mod labeler;
 pub mod metrics;
 pub mod node_watch;
+pub mod plan;
 pub mod pods;
 pub mod policies;
 pub mod publish;

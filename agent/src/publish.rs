@@ -245,13 +245,12 @@ mod tests {
     /// every rule as this agent's own reading does (module docs).
     #[tokio::test(start_paused = true)]
     async fn a_move_across_a_target_goes_out_however_small() {
-        let policy: telemesh_core::policy::TASPolicy = serde_yaml_ng::from_str(
-            "apiVersion: telemetry.intel.com/v1alpha1\nkind: TASPolicy\n\
-             metadata: {name: p, namespace: default}\nspec:\n  strategies:\n    \
-             dontschedule:\n      rules:\n      \
+        let policy = telemesh_core::testing::tas_policy(
+            "default",
+            "p",
+            "    dontschedule:\n      rules:\n      \
              - {metricname: load1, operator: GreaterThan, target: 8}\n",
-        )
-        .unwrap();
+        );
         let policy = telemesh_core::policy::Policy::compile(&policy);
         let targets = Targets::from_rules(policy.threshold_rules());
         let mut p = Publisher::new(Deadband {

@@ -114,11 +114,7 @@ mod tests {
     use super::*;
 
     fn policy(name: &str, strategies: &str) -> TASPolicy {
-        serde_yaml_ng::from_str(&format!(
-            "apiVersion: telemetry.intel.com/v1alpha1\nkind: TASPolicy\n\
-             metadata: {{name: {name}, namespace: default}}\nspec:\n  strategies:\n{strategies}"
-        ))
-        .unwrap()
+        telemesh_core::testing::tas_policy("default", name, strategies)
     }
 
     const DONT_SCHEDULE_LOAD: &str = "    dontschedule:\n      rules:\n      \

@@ -24,6 +24,19 @@ where
     }
 }
 
+/// A TASPolicy `namespace/name` with `strategies`, YAML indented under `spec.strategies` as in
+/// TAS's own files (`"    dontschedule:\n      rules:\n      - {metricname: ...}\n"`).
+///
+/// # Panics
+/// When the YAML is not a TASPolicy: a test's own input.
+pub fn tas_policy(namespace: &str, name: &str, strategies: &str) -> crate::policy::TASPolicy {
+    let yaml = format!(
+        "apiVersion: telemetry.intel.com/v1alpha1\nkind: TASPolicy\n\
+         metadata: {{name: {name}, namespace: {namespace}}}\nspec:\n  strategies:\n{strategies}"
+    );
+    serde_yaml_ng::from_str(&yaml).expect("a test's TASPolicy YAML")
+}
+
 /// Copies a directory tree (fixture trees for tests and benchmarks).
 pub fn copy_tree(from: &std::path::Path, to: &std::path::Path) -> std::io::Result<()> {
     std::fs::create_dir_all(to)?;

@@ -152,12 +152,7 @@ mod tests {
 
     /// `yaml`'s strategies in a policy `ns/p`.
     fn policy(strategies: &str) -> Policy {
-        let yaml = format!(
-            "apiVersion: telemetry.intel.com/v1alpha1\nkind: TASPolicy\n\
-             metadata: {{ name: p, namespace: ns }}\nspec:\n  strategies:\n{strategies}"
-        );
-        let raw: TASPolicy = serde_yaml_ng::from_str(&yaml).unwrap();
-        Policy::compile(&raw)
+        Policy::compile(&telemesh_core::testing::tas_policy("ns", "p", strategies))
     }
 
     fn node(liveness: Liveness, metrics: &[(&str, f64, u64)]) -> NodeEntry {

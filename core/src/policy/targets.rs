@@ -72,15 +72,10 @@ fn side(value: f64, target: f64) -> Option<Ordering> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::policy::{Metrics, Policy, TASPolicy, Unknown};
+    use crate::policy::{Metrics, Policy, Unknown};
 
     fn policy(strategies: &str) -> Policy {
-        let yaml = format!(
-            "apiVersion: telemetry.intel.com/v1alpha1\nkind: TASPolicy\n\
-             metadata: {{name: p, namespace: default}}\nspec:\n  strategies:\n{strategies}"
-        );
-        let raw: TASPolicy = serde_yaml_ng::from_str(&yaml).unwrap();
-        Policy::compile(&raw)
+        Policy::compile(&crate::testing::tas_policy("default", "p", strategies))
     }
 
     fn name(s: &str) -> MetricName {
