@@ -561,3 +561,151 @@ async fn a_suspended_job_gets_pods_only_once_resumed() {
     })
     .await;
 }
+
+/// Returns every pod the Job with `uid` controls, finished or not, terminating or not.
+async fn all_pods_of(c: &Client, uid: &str) -> Vec<Pod> {
+    Api::<Pod>::namespaced(c.clone(), NS)
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|p| controlled_by(p, uid))
+        .collect()
+}
+
+/// Creates a one-pod Job with `backoff_limit`, waits for its pod, plays kubelet to make it
+/// Running and Ready, and deletes it (as kube-scheduler's preemption does). Returns the Job's
+/// UID and the deleted pod's name.
+async fn delete_the_running_pod(c: &Client, name: &str, backoff_limit: i32) -> (String, String) {
+    let created = Api::<Job>::namespaced(c.clone(), NS)
+        .create(&PostParams::default(), &job(name, 1, 1, backoff_limit))
+        .await
+        .unwrap();
+    let uid = created.uid().unwrap();
+    let pod = eventually("the Job's pod", WITHIN, || async {
+        active_pods_of(c, &uid).await.into_iter().next()
+    })
+    .await;
+    assert!(
+        pod.finalizers()
+            .iter()
+            .any(|f| f == "batch.kubernetes.io/job-tracking"),
+        "the pod carries the tracking finalizer: {:?}",
+        pod.finalizers()
+    );
+    let victim = pod.name_any();
+    set_pod_status(c, &victim, ready_status()).await;
+    Api::<Pod>::namespaced(c.clone(), NS)
+        .delete(&victim, &DeleteParams::default())
+        .await
+        .unwrap();
+    (uid, victim)
+}
+
+// Upstream's Job controller (finalizer tracking, `isPodFailed`) counts a pod deleted before it
+// succeeded as failed: with backoffLimit 0 the Job fails instead of starting another pod.
+#[tokio::test]
+async fn a_job_with_backoff_limit_0_fails_when_its_running_pod_is_deleted() {
+    let k = cluster().await;
+    let jobs = Api::<Job>::namespaced(k.client.clone(), NS);
+    let (uid, victim) = delete_the_running_pod(&k.client, "once", 0).await;
+    let j = eventually("the Job Failed", WITHIN, || async {
+        let j = jobs.get("once").await.ok()?;
+        (job_condition(&j, "Failed")?.0 == "True").then_some(j)
+    })
+    .await;
+    assert_eq!(
+        job_condition(&j, "Failed"),
+        Some(("True".into(), Some("BackoffLimitExceeded".into())))
+    );
+    assert_eq!(
+        job_condition(&j, "FailureTarget"),
+        Some(("True".into(), Some("BackoffLimitExceeded".into())))
+    );
+    let s = j.status.clone().unwrap();
+    assert_eq!(
+        (s.failed, s.succeeded, s.active, s.terminating),
+        (Some(1), Some(0), Some(0), Some(0))
+    );
+    assert_eq!(
+        s.uncounted_terminated_pods.unwrap_or_default(),
+        Default::default()
+    );
+    // No second pod was created, and the deleted one, released, is gone.
+    let left = eventually("the deleted pod removed", WITHIN, || async {
+        let all = all_pods_of(&k.client, &uid).await;
+        all.iter().all(|p| p.name_any() != victim).then_some(all)
+    })
+    .await;
+    assert!(left.is_empty(), "no pod besides the deleted one: {left:?}");
+}
+
+#[tokio::test]
+async fn a_job_with_backoff_limit_2_counts_a_deleted_pod_failed_and_replaces_it() {
+    let k = cluster().await;
+    let jobs = Api::<Job>::namespaced(k.client.clone(), NS);
+    let (uid, victim) = delete_the_running_pod(&k.client, "again", 2).await;
+    let (j, replacement) = eventually("the deleted pod counted and replaced", WITHIN, || async {
+        let j = jobs.get("again").await.ok()?;
+        let s = j.status.clone()?;
+        let active = active_pods_of(&k.client, &uid).await;
+        let [replacement] = active.as_slice() else {
+            return None;
+        };
+        (s.failed == Some(1) && s.active == Some(1) && replacement.name_any() != victim)
+            .then(|| (j, replacement.clone()))
+    })
+    .await;
+    assert_eq!(job_condition(&j, "Failed"), None);
+    assert_eq!(job_condition(&j, "FailureTarget"), None);
+    eventually("the deleted pod removed", WITHIN, || async {
+        let all = all_pods_of(&k.client, &uid).await;
+        (all.len() == 1 && all[0].name_any() == replacement.name_any()).then_some(())
+    })
+    .await;
+    // Counted once: the replacement succeeding completes the Job with one failure on record.
+    let j = run_job_until(&k.client, "again", "Succeeded", 1, |j| {
+        job_condition(j, "Complete").is_some_and(|(s, _)| s == "True")
+    })
+    .await;
+    let s = j.status.clone().unwrap();
+    assert_eq!((s.failed, s.succeeded), (Some(1), Some(1)));
+}
+
+// A Job deleted with its pods orphaned (batch/v1's default propagation) leaves no pod held by
+// the tracking finalizer: the orphaned pods are released, so deleting them works.
+#[tokio::test]
+async fn pods_of_a_deleted_job_are_released() {
+    let k = cluster().await;
+    let jobs = Api::<Job>::namespaced(k.client.clone(), NS);
+    let created = jobs
+        .create(&PostParams::default(), &job("left", 2, 2, 6))
+        .await
+        .unwrap();
+    let uid = created.uid().unwrap();
+    eventually("the Job's pods", WITHIN, || async {
+        (active_pods_of(&k.client, &uid).await.len() == 2).then_some(())
+    })
+    .await;
+    jobs.delete("left", &DeleteParams::default()).await.unwrap();
+    let pods = Api::<Pod>::namespaced(k.client.clone(), NS);
+    let by_app = ListParams::default().labels("app=left");
+    eventually("the orphaned pods released", WITHIN, || async {
+        let all = pods.list(&by_app).await.ok()?.items;
+        (all.len() == 2 && all.iter().all(|p| p.finalizers().is_empty())).then_some(())
+    })
+    .await;
+    pods.delete_collection(&DeleteParams::default(), &by_app)
+        .await
+        .unwrap();
+    eventually("the released pods deleted", WITHIN, || async {
+        pods.list(&by_app)
+            .await
+            .ok()?
+            .items
+            .is_empty()
+            .then_some(())
+    })
+    .await;
+}

@@ -32,8 +32,8 @@
 //! waits for its node's kubelet, which stops the containers, reports the terminal status
 //! (`Failed`, containers terminated with 143, as after SIGTERM; a pod already finished keeps
 //! its phase) and deletes it with grace period 0 and a UID precondition. The stand-in does the
-//! same (its containers stop at once): without it a pod on a real control plane stays
-//! `Terminating` for ever. sim deletes a pod at once, so there it never sees one.
+//! same (its containers stop at once): without it a pod stays `Terminating` for ever, on a real
+//! control plane as on sim, which marks deleted pods the same way.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;

@@ -3,82 +3,173 @@
 //! complete and fail as on a cluster.
 //!
 //! As upstream: pods get the template's labels plus `batch.kubernetes.io/job-name`, `job-name`,
-//! `batch.kubernetes.io/controller-uid` and `controller-uid`, `generateName <job>-` and a
-//! controller ownerReference; at most `parallelism` (default 1) pods run, and no more than
-//! `completions` (default 1) still needs; with `completions` null (a work queue) the Job is done
-//! once any pod succeeded and none is still running; Failed pods count against `backoffLimit`
-//! (default 6), and one more failure than that fails the Job (conditions FailureTarget and Failed,
-//! reason BackoffLimitExceeded) and deletes its running pods; success writes SuccessCriteriaMet
-//! and Complete (reason CompletionsReached) and `completionTime`, and deletes leftover pods;
-//! `spec.suspend` deletes running pods and sets Suspended; finished Jobs are left alone. Status
-//! (active, ready, succeeded, failed, startTime, conditions) goes through the status
-//! subresource when it changes.
+//! `batch.kubernetes.io/controller-uid` and `controller-uid`, `generateName <job>-`, a
+//! controller ownerReference and the `batch.kubernetes.io/job-tracking` finalizer; at most
+//! `parallelism` (default 1) pods run, and no more than `completions` (default 1) still needs;
+//! with `completions` null (a work queue) the Job is done once any pod succeeded and none is
+//! still running; failed pods count against `backoffLimit` (default 6), and one more failure
+//! than that fails the Job (FailureTarget, reason BackoffLimitExceeded, then Failed) and deletes
+//! its running pods; success writes SuccessCriteriaMet (reason CompletionsReached), deletes
+//! leftover pods, then Complete and `completionTime`; `spec.suspend` deletes running pods and
+//! sets Suspended; finished Jobs are left alone. Status (active, ready, terminating, succeeded,
+//! failed, uncountedTerminatedPods, startTime, conditions) goes through the status subresource
+//! when it changes.
+//!
+//! Counting follows upstream's finalizer-based pod tracking (kube-controller-manager v1.32+ with
+//! its default feature gates; `pkg/controller/job/job_controller.go`): a pod is counted once,
+//! while it still carries the tracking finalizer, so pods that are deleted or garbage-collected
+//! afterwards are never lost, and a pod deleted before it succeeded counts as failed
+//! ([`is_pod_failed`]): a Job with `backoffLimit: 0` whose running pod is preempted fails rather
+//! than starting another pod. Its UID goes to `status.uncountedTerminatedPods` before its
+//! finalizer is removed and moves to `succeeded` / `failed` after, so a restart between the two
+//! steps neither loses nor double-counts it (`trackJobStatusAndRemoveFinalizers`). Pods the
+//! controller deletes itself because they are not wanted (parallelism lowered, suspend,
+//! completions reached) lose their finalizer first and are not counted. The terminal condition
+//! waits until no pod is left terminating (the JobManagedBy and JobPodReplacementPolicy gates,
+//! on by default in v1.32). A second controller removes the finalizer from pods whose Job is
+//! gone or finished (upstream's orphan queue, `syncOrphanPod`).
 //!
 //! Simplified: only NonIndexed completion is supported (an Indexed Job gets no pods, and a
-//! warning is logged); succeeded and failed are counted from the pods that exist (never going
-//! below what status already says), as the controller did before finalizer-based tracking, so
-//! `uncountedTerminatedPods` and the `batch.kubernetes.io/job-tracking` finalizer are not used;
-//! container restarts under `restartPolicy: OnFailure` do not count against `backoffLimit`;
-//! `activeDeadlineSeconds`, `podFailurePolicy`, `successPolicy`, `backoffLimitPerIndex`,
-//! `ttlSecondsAfterFinished` and the exponential delay before replacing failed pods are not
-//! implemented.
+//! warning is logged); container restarts under `restartPolicy: OnFailure` do not count against
+//! `backoffLimit`; `activeDeadlineSeconds`, `podFailurePolicy` rules (its presence only makes
+//! the Job replace failed pods alone, as upstream's `onlyReplaceFailedPods`), `successPolicy`,
+//! `backoffLimitPerIndex`, `managedBy`, `ttlSecondsAfterFinished` and the exponential delay
+//! before replacing failed pods are not implemented; pods are not adopted.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use k8s_openapi::api::batch::v1::{Job, JobCondition, JobStatus};
+use k8s_openapi::api::batch::v1::{Job, JobCondition, JobStatus, UncountedTerminatedPods};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::{Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
 use kube::runtime::{Controller, watcher};
 use kube::{Api, Client, ResourceExt as _};
 use tokio_util::sync::CancellationToken;
 
-use super::Result;
-use super::owners::{self, describe};
+use super::owners::{self, describe, is_not_found};
 use super::pods;
 use super::runner::{self, Context, RESYNC};
+use super::{Error, Result};
 
-/// Runs the Job controller until `stop` is cancelled.
+/// The finalizer every pod of a Job carries until the Job controller has counted it
+/// (upstream's `batch.JobTrackingFinalizer`).
+pub const TRACKING_FINALIZER: &str = "batch.kubernetes.io/job-tracking";
+
+/// Runs the Job controller, and the one releasing the pods of Jobs that are gone, until `stop`
+/// is cancelled.
 pub async fn run(client: Client, stop: CancellationToken) {
     let ctx = Context::new(client.clone());
-    runner::drive("job", stop, || {
-        Controller::new(Api::<Job>::all(client.clone()), watcher::Config::default())
-            .owns(Api::<Pod>::all(client.clone()), watcher::Config::default())
-            .run(reconcile, runner::error_policy, ctx.clone())
-    })
-    .await;
+    let orphans = Context::new(client.clone());
+    tokio::join!(
+        runner::drive("job", stop.clone(), || {
+            Controller::new(Api::<Job>::all(client.clone()), watcher::Config::default())
+                .owns(Api::<Pod>::all(client.clone()), watcher::Config::default())
+                .run(reconcile, runner::error_policy, ctx.clone())
+        }),
+        runner::drive("job-orphan-pods", stop, || {
+            Controller::new(Api::<Pod>::all(client.clone()), watcher::Config::default()).run(
+                reconcile_orphan,
+                runner::error_policy,
+                orphans.clone(),
+            )
+        }),
+    );
 }
 
 // === pure decisions ===
 
-/// What a Job's pods add up to. Succeeded and failed never drop below what status recorded.
+/// Returns whether the pod carries the Job tracking finalizer.
+pub fn has_tracking_finalizer(pod: &Pod) -> bool {
+    pod.finalizers().iter().any(|f| f == TRACKING_FINALIZER)
+}
+
+/// Returns whether the Job replaces a pod only once it has failed, not while it terminates:
+/// `podReplacementPolicy: Failed`, or any `podFailurePolicy` (upstream's `onlyReplaceFailedPods`).
+fn only_replace_failed_pods(job: &Job) -> bool {
+    job.spec.as_ref().is_some_and(|s| {
+        s.pod_replacement_policy.as_deref() == Some("Failed") || s.pod_failure_policy.is_some()
+    })
+}
+
+/// Returns whether the Job counts `pod` as failed: its phase is Failed or, unless the Job only
+/// replaces failed pods, it is being deleted without having succeeded. Upstream's `isPodFailed`
+/// (v1.32 and later, PodDisruptionConditions GA): a preempted or otherwise deleted pod counts
+/// as failed at once, when its deletionTimestamp is set, not when it is removed.
+pub fn is_pod_failed(pod: &Pod, job: &Job) -> bool {
+    let phase = pods::phase(pod);
+    if phase == "Failed" {
+        return true;
+    }
+    if only_replace_failed_pods(job) {
+        return false;
+    }
+    pod.metadata.deletion_timestamp.is_some() && phase != "Succeeded"
+}
+
+/// Returns whether the pod is being deleted and has not finished (upstream's `IsPodTerminating`).
+fn is_terminating(pod: &Pod) -> bool {
+    !pods::is_terminal(pod) && pod.metadata.deletion_timestamp.is_some()
+}
+
+/// The UIDs in `status.uncountedTerminatedPods`: (succeeded, failed).
+fn uncounted(status: &JobStatus) -> (Vec<String>, Vec<String>) {
+    let u = status.uncounted_terminated_pods.clone().unwrap_or_default();
+    (
+        u.succeeded.unwrap_or_default(),
+        u.failed.unwrap_or_default(),
+    )
+}
+
+fn len_i32(n: usize) -> i32 {
+    i32::try_from(n).unwrap_or(i32::MAX)
+}
+
+/// What a Job's pods add up to.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Counts {
     /// Pods neither finished nor being deleted, by name.
     pub active: Vec<String>,
     /// Active pods whose Ready condition is True.
     pub ready: i32,
-    /// Pods that succeeded.
+    /// Pods being deleted that have not finished.
+    pub terminating: i32,
+    /// Pods that succeeded: counted in status, uncounted in status, and newly finished.
     pub succeeded: i32,
-    /// Pods that failed.
+    /// Pods that failed (see [`is_pod_failed`]), counted the same way.
     pub failed: i32,
 }
 
-/// Counts the Job's own `pods`, ordered so the active pod to delete first comes first.
+/// Counts the Job's own `pods`, ordered so the active pod to delete first comes first, as
+/// upstream's `syncJob` does: the counters in status, plus the UIDs uncounted in status, plus
+/// the finished pods that still carry the tracking finalizer and are not among those UIDs. A pod
+/// without the finalizer has been counted already.
 pub fn count(job: &Job, pods: &[Pod]) -> Counts {
     let recorded = job.status.clone().unwrap_or_default();
-    let n = |phase: &str| {
-        i32::try_from(pods.iter().filter(|p| pods::phase(p) == phase).count()).unwrap_or(i32::MAX)
+    let (uncounted_succeeded, uncounted_failed) = uncounted(&recorded);
+    let new = |listed: &[String], finished: &dyn Fn(&Pod) -> bool| {
+        pods.iter()
+            .filter(|p| has_tracking_finalizer(p) && finished(p))
+            .filter(|p| p.uid().is_none_or(|uid| !listed.contains(&uid)))
+            .count()
     };
+    let new_succeeded = new(&uncounted_succeeded, &|p| pods::phase(p) == "Succeeded");
+    let new_failed = new(&uncounted_failed, &|p| is_pod_failed(p, job));
     let mut active: Vec<&Pod> = pods.iter().filter(|p| pods::is_active(p)).collect();
     active.sort_by(|a, b| pods::deletion_order(a, b));
     Counts {
-        ready: i32::try_from(active.iter().filter(|p| pods::is_ready(p)).count())
-            .unwrap_or(i32::MAX),
+        ready: len_i32(active.iter().filter(|p| pods::is_ready(p)).count()),
         active: active.iter().map(|p| p.name_any()).collect(),
-        succeeded: n("Succeeded").max(recorded.succeeded.unwrap_or(0)),
-        failed: n("Failed").max(recorded.failed.unwrap_or(0)),
+        terminating: len_i32(pods.iter().filter(|p| is_terminating(p)).count()),
+        succeeded: recorded
+            .succeeded
+            .unwrap_or(0)
+            .saturating_add(len_i32(new_succeeded + uncounted_succeeded.len())),
+        failed: recorded
+            .failed
+            .unwrap_or(0)
+            .saturating_add(len_i32(new_failed + uncounted_failed.len())),
     }
 }
 
@@ -89,7 +180,8 @@ pub enum Decision {
     Finished,
     /// An Indexed Job, which this controller does not run.
     Unsupported,
-    /// Too many failures: mark Failed and delete these running pods.
+    /// Too many failures: mark Failed and delete these running pods (they keep their finalizer
+    /// and are counted as failed, as upstream's `deleteActivePods`).
     Fail {
         /// Pods to delete.
         delete: Vec<String>,
@@ -104,6 +196,8 @@ pub enum Decision {
         /// Pods to delete.
         delete: Vec<String>,
     },
+    /// The Job is being deleted: count its pods and release them, create and delete none.
+    Deleting,
     /// Keep going: create and delete pods to hold the wanted parallelism.
     Run {
         /// How many pods to create.
@@ -115,9 +209,15 @@ pub enum Decision {
 
 /// Returns whether the Job has a `Complete` or `Failed` condition that is True.
 pub fn is_finished(job: &Job) -> bool {
-    conditions(job)
-        .iter()
-        .any(|c| (c.type_ == "Complete" || c.type_ == "Failed") && c.status == "True")
+    has_condition(job, "Complete") || has_condition(job, "Failed")
+}
+
+fn has_condition(job: &Job, type_: &str) -> bool {
+    find_condition(&conditions(job), type_).is_some_and(|c| c.status == "True")
+}
+
+fn find_condition<'a>(conditions: &'a [JobCondition], type_: &str) -> Option<&'a JobCondition> {
+    conditions.iter().find(|c| c.type_ == type_)
 }
 
 fn conditions(job: &Job) -> Vec<JobCondition> {
@@ -137,8 +237,15 @@ pub fn decide(job: &Job, counts: &Counts) -> Decision {
         return Decision::Unsupported;
     }
     let active = counts.active.clone();
-    if counts.failed > spec.backoff_limit.unwrap_or(6) {
+    // A FailureTarget written by an earlier sync stands, as upstream.
+    if has_condition(job, "FailureTarget") || counts.failed > spec.backoff_limit.unwrap_or(6) {
         return Decision::Fail { delete: active };
+    }
+    if has_condition(job, "SuccessCriteriaMet") {
+        return Decision::Complete { delete: active };
+    }
+    if job.metadata.deletion_timestamp.is_some() {
+        return Decision::Deleting;
     }
     let parallelism = spec.parallelism.unwrap_or(1).max(0);
     let wanted = match spec.completions {
@@ -158,8 +265,16 @@ pub fn decide(job: &Job, counts: &Counts) -> Decision {
     }
     let wanted = usize::try_from(wanted).unwrap_or(0);
     if active.len() < wanted {
+        // Under `podReplacementPolicy: Failed` a terminating pod still holds its place.
+        let terminating = if only_replace_failed_pods(job) {
+            usize::try_from(counts.terminating).unwrap_or(0)
+        } else {
+            0
+        };
         Decision::Run {
-            create: wanted - active.len(),
+            create: wanted
+                .saturating_sub(terminating)
+                .saturating_sub(active.len()),
             delete: Vec::new(),
         }
     } else {
@@ -176,47 +291,54 @@ pub fn decide(job: &Job, counts: &Counts) -> Decision {
     }
 }
 
-/// Computes the status the Job has after `decision` is carried out, at `now`.
+/// Returns how many pods `decision` deletes.
+fn deleted(decision: &Decision) -> usize {
+    match decision {
+        Decision::Fail { delete }
+        | Decision::Complete { delete }
+        | Decision::Suspend { delete }
+        | Decision::Run { delete, .. } => delete.len(),
+        Decision::Finished | Decision::Unsupported | Decision::Deleting => 0,
+    }
+}
+
+/// Computes the status the Job has after `decision` is carried out, at `now`, before pod
+/// tracking: active, ready, terminating, startTime and Suspended. The counters, the uncounted
+/// pods and the finishing conditions are [`track`]'s and [`settle`]'s.
 pub fn status(job: &Job, counts: &Counts, decision: &Decision, now: jiff::Timestamp) -> JobStatus {
     let old = job.status.clone().unwrap_or_default();
     let mut conditions = old.conditions.clone().unwrap_or_default();
     let was_suspended = conditions
         .iter()
         .any(|c| c.type_ == "Suspended" && c.status == "True");
-    let mut set = |type_: &str, status: &str, reason: &str, message: &str| {
-        set_condition(&mut conditions, type_, status, reason, message, now);
-    };
     let (active, ready) = match decision {
-        Decision::Finished | Decision::Unsupported => {
-            let n = i32::try_from(counts.active.len()).unwrap_or(i32::MAX);
-            (n, counts.ready)
+        Decision::Finished | Decision::Unsupported | Decision::Deleting => {
+            (len_i32(counts.active.len()), counts.ready)
         }
         Decision::Fail { .. } | Decision::Complete { .. } | Decision::Suspend { .. } => (0, 0),
         Decision::Run { create, delete } => {
             let n = counts.active.len() + create - delete.len().min(counts.active.len());
-            (i32::try_from(n).unwrap_or(i32::MAX), counts.ready)
+            (len_i32(n), counts.ready)
         }
     };
-    let mut completion_time = old.completion_time.clone();
     match decision {
-        Decision::Fail { .. } => {
-            let msg = "Job has reached the specified backoff limit";
-            set("FailureTarget", "True", "BackoffLimitExceeded", msg);
-            set("Failed", "True", "BackoffLimitExceeded", msg);
-        }
-        Decision::Complete { .. } => {
-            let msg = "Reached expected number of succeeded pods";
-            set("SuccessCriteriaMet", "True", "CompletionsReached", msg);
-            set("Complete", "True", "CompletionsReached", msg);
-            completion_time = completion_time.or(Some(Time(now)));
-        }
-        Decision::Suspend { .. } => set("Suspended", "True", "JobSuspended", "Job suspended"),
-        Decision::Run { .. } => {
-            if was_suspended {
-                set("Suspended", "False", "JobResumed", "Job resumed");
-            }
-        }
-        Decision::Finished | Decision::Unsupported => {}
+        Decision::Suspend { .. } => set_condition(
+            &mut conditions,
+            "Suspended",
+            "True",
+            "JobSuspended",
+            "Job suspended",
+            now,
+        ),
+        Decision::Run { .. } if was_suspended => set_condition(
+            &mut conditions,
+            "Suspended",
+            "False",
+            "JobResumed",
+            "Job resumed",
+            now,
+        ),
+        _ => {}
     }
     let start_time = match decision {
         Decision::Suspend { .. } | Decision::Unsupported => old.start_time.clone(),
@@ -225,12 +347,212 @@ pub fn status(job: &Job, counts: &Counts, decision: &Decision, now: jiff::Timest
     JobStatus {
         active: Some(active),
         ready: Some(ready),
-        succeeded: Some(counts.succeeded),
-        failed: Some(counts.failed),
+        // Pods deleted now terminate from now on (upstream adds them to the count).
+        terminating: Some(
+            counts
+                .terminating
+                .saturating_add(len_i32(deleted(decision))),
+        ),
+        succeeded: Some(old.succeeded.unwrap_or(0)),
+        failed: Some(old.failed.unwrap_or(0)),
+        uncounted_terminated_pods: Some(old.uncounted_terminated_pods.clone().unwrap_or_default()),
         start_time,
-        completion_time,
         conditions: (!conditions.is_empty()).then_some(conditions),
         ..old
+    }
+}
+
+/// How a Job finishes, once its pods are counted and none terminates.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finish {
+    /// `Failed` or `Complete`.
+    pub type_: String,
+    /// Its reason.
+    pub reason: String,
+    /// Its message.
+    pub message: String,
+}
+
+/// What one sync does about pod tracking (upstream's `trackJobStatusAndRemoveFinalizers`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Tracking {
+    /// The status to write before any finalizer is removed: newly finished pods' UIDs added to
+    /// the uncounted lists, and the interim FailureTarget or SuccessCriteriaMet condition.
+    pub status: JobStatus,
+    /// The pods whose finalizer to remove, by name and UID.
+    pub release: Vec<(String, String)>,
+    /// The UIDs of the pods that carry the finalizer now.
+    pub with_finalizer: BTreeSet<String>,
+    /// The terminal condition to set once nothing is uncounted and no pod terminates.
+    pub finish: Option<Finish>,
+}
+
+/// Plans the tracking of `pods` (each still with the finalizer it had when listed, except those
+/// the controller just released) after `decision`, starting from `status` ([`status`]'s).
+pub fn track(
+    job: &Job,
+    pods: &[Pod],
+    decision: &Decision,
+    mut status: JobStatus,
+    now: jiff::Timestamp,
+) -> Tracking {
+    let tracked: Vec<(&Pod, String)> = pods
+        .iter()
+        .filter(|p| has_tracking_finalizer(p))
+        .filter_map(|p| Some((p, p.uid()?)))
+        .collect();
+    let with_finalizer: BTreeSet<String> = tracked.iter().map(|(_, uid)| uid.clone()).collect();
+    clean_uncounted(&mut status, &with_finalizer);
+    let mut conditions = status.conditions.take().unwrap_or_default();
+    let finish = match decision {
+        Decision::Fail { .. } => Some(match find_condition(&conditions, "FailureTarget") {
+            Some(target) if target.status == "True" => Finish {
+                type_: "Failed".into(),
+                reason: target.reason.clone().unwrap_or_default(),
+                message: target.message.clone().unwrap_or_default(),
+            },
+            _ => {
+                let (reason, message) = (
+                    "BackoffLimitExceeded",
+                    "Job has reached the specified backoff limit",
+                );
+                set_condition(
+                    &mut conditions,
+                    "FailureTarget",
+                    "True",
+                    reason,
+                    message,
+                    now,
+                );
+                Finish {
+                    type_: "Failed".into(),
+                    reason: reason.into(),
+                    message: message.into(),
+                }
+            }
+        }),
+        Decision::Complete { .. } => {
+            let (reason, message) = (
+                "CompletionsReached",
+                "Reached expected number of succeeded pods",
+            );
+            if find_condition(&conditions, "SuccessCriteriaMet").is_none_or(|c| c.status != "True")
+            {
+                set_condition(
+                    &mut conditions,
+                    "SuccessCriteriaMet",
+                    "True",
+                    reason,
+                    message,
+                    now,
+                );
+            }
+            Some(Finish {
+                type_: "Complete".into(),
+                reason: reason.into(),
+                message: message.into(),
+            })
+        }
+        _ => None,
+    };
+    let failing = matches!(decision, Decision::Fail { .. });
+    let (mut succeeded, mut failed) = uncounted(&status);
+    let mut release = Vec::new();
+    for (pod, uid) in tracked {
+        let considered_failed = is_pod_failed(pod, job);
+        let phase_succeeded = pods::phase(pod) == "Succeeded";
+        // Upstream's canRemoveFinalizer: a running pod keeps its finalizer until it finishes,
+        // is deleted, or the Job finishes or goes.
+        let can_release = job.metadata.deletion_timestamp.is_some()
+            || finish.is_some()
+            || phase_succeeded
+            || considered_failed;
+        if !can_release {
+            continue;
+        }
+        release.push((pod.name_any(), uid.clone()));
+        if phase_succeeded && !failed.contains(&uid) {
+            if !succeeded.contains(&uid) {
+                succeeded.push(uid);
+            }
+        } else if (considered_failed || failing) && !failed.contains(&uid) {
+            // When the Job fails, every pod not finished counts as failed.
+            failed.push(uid);
+        }
+    }
+    status.uncounted_terminated_pods = Some(uncounted_status(succeeded, failed));
+    status.conditions = (!conditions.is_empty()).then_some(conditions);
+    Tracking {
+        status,
+        release,
+        with_finalizer,
+        finish,
+    }
+}
+
+/// Completes a sync's tracking once finalizers were removed: the uncounted pods that no longer
+/// carry the finalizer (`with_finalizer` holds those that still do) move to the counters, and
+/// the Job finishes when nothing is left uncounted and `terminating` is 0 (upstream's
+/// `cleanUncountedPodsWithoutFinalizers` and `enactJobFinished`).
+pub fn settle(
+    mut status: JobStatus,
+    with_finalizer: &BTreeSet<String>,
+    finish: Option<&Finish>,
+    terminating: i32,
+    now: jiff::Timestamp,
+) -> JobStatus {
+    clean_uncounted(&mut status, with_finalizer);
+    let (succeeded, failed) = uncounted(&status);
+    if let Some(f) = finish
+        && succeeded.is_empty()
+        && failed.is_empty()
+        && terminating == 0
+    {
+        let mut conditions = status.conditions.take().unwrap_or_default();
+        set_condition(
+            &mut conditions,
+            &f.type_,
+            "True",
+            &f.reason,
+            &f.message,
+            now,
+        );
+        status.conditions = Some(conditions);
+        if f.type_ == "Complete" {
+            status.completion_time = status.completion_time.or(Some(Time(now)));
+        }
+    }
+    status
+}
+
+/// Moves the uncounted UIDs not in `with_finalizer` to the counters.
+fn clean_uncounted(status: &mut JobStatus, with_finalizer: &BTreeSet<String>) {
+    let (succeeded, failed) = uncounted(status);
+    let (keep_succeeded, done_succeeded): (Vec<_>, Vec<_>) = succeeded
+        .into_iter()
+        .partition(|u| with_finalizer.contains(u));
+    let (keep_failed, done_failed): (Vec<_>, Vec<_>) =
+        failed.into_iter().partition(|u| with_finalizer.contains(u));
+    status.succeeded = Some(
+        status
+            .succeeded
+            .unwrap_or(0)
+            .saturating_add(len_i32(done_succeeded.len())),
+    );
+    status.failed = Some(
+        status
+            .failed
+            .unwrap_or(0)
+            .saturating_add(len_i32(done_failed.len())),
+    );
+    status.uncounted_terminated_pods = Some(uncounted_status(keep_succeeded, keep_failed));
+}
+
+/// Upstream writes empty lists as absent (`uncountedTerminatedPods: {}`).
+fn uncounted_status(succeeded: Vec<String>, failed: Vec<String>) -> UncountedTerminatedPods {
+    UncountedTerminatedPods {
+        succeeded: (!succeeded.is_empty()).then_some(succeeded),
+        failed: (!failed.is_empty()).then_some(failed),
     }
 }
 
@@ -269,20 +591,14 @@ async fn reconcile(job: Arc<Job>, ctx: Arc<Context>) -> Result<Action> {
     ctx.record(job.as_ref(), result)
 }
 
-/// Reads the Job and its children, acts on the decision, and writes status.
+/// Reads the Job and its children, acts on the decision, counts finished pods and writes status.
 async fn sync(job: &Job, ctx: &Context) -> Result<Action> {
-    if is_finished(job) {
-        return Ok(Action::await_change());
-    }
     let ns = job.namespace().unwrap_or_default();
     let jobs: Api<Job> = Api::namespaced(ctx.client.clone(), &ns);
     let pod_api: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
     let Some(job) = owners::fresh(&jobs, job).await? else {
         return Ok(Action::await_change());
     };
-    if is_finished(&job) || job.metadata.deletion_timestamp.is_some() {
-        return Ok(Action::await_change());
-    }
     let name = describe(&job);
     let Some(spec) = job.spec.as_ref() else {
         return Ok(Action::await_change());
@@ -292,8 +608,17 @@ async fn sync(job: &Job, ctx: &Context) -> Result<Action> {
         return Ok(Action::await_change());
     };
     let owned = owners::list_owned(&pod_api, &selector, &job).await?;
+    if is_finished(&job) {
+        // Pods left with the finalizer are released (upstream's cleanupPodFinalizers).
+        for pod in owned.iter().filter(|p| has_tracking_finalizer(p)) {
+            release(&pod_api, &pod.name_any(), &name).await?;
+        }
+        return Ok(Action::await_change());
+    }
     let counts = count(&job, &owned);
     let decision = decide(&job, &counts);
+    // Pods released before they were deleted, not to be counted (upstream's deleteJobPods).
+    let mut released: Vec<String> = Vec::new();
     match &decision {
         Decision::Finished => return Ok(Action::await_change()),
         Decision::Unsupported => {
@@ -302,14 +627,19 @@ async fn sync(job: &Job, ctx: &Context) -> Result<Action> {
             );
             return Ok(Action::await_change());
         }
-        Decision::Fail { delete }
-        | Decision::Complete { delete }
-        | Decision::Suspend { delete } => {
+        Decision::Deleting => {}
+        Decision::Fail { delete } => {
             tracing::info!(decision = ?decision, "job step");
             pods::delete(&pod_api, delete, &name).await?;
         }
+        Decision::Complete { delete } | Decision::Suspend { delete } => {
+            tracing::info!(decision = ?decision, "job step");
+            release_and_delete(&pod_api, delete, &name).await?;
+            released.clone_from(delete);
+        }
         Decision::Run { create, delete } => {
-            pods::delete(&pod_api, delete, &name).await?;
+            release_and_delete(&pod_api, delete, &name).await?;
+            released.clone_from(delete);
             if *create > 0 {
                 tracing::info!(count = create, "creating pods");
                 let pod = new_pod(&job, &ns);
@@ -318,11 +648,86 @@ async fn sync(job: &Job, ctx: &Context) -> Result<Action> {
             }
         }
     }
-    let new_status = status(&job, &counts, &decision, jiff::Timestamp::now());
-    if job.status.as_ref() != Some(&new_status) {
-        owners::write_status(&jobs, &job, &new_status).await?;
+    let now = jiff::Timestamp::now();
+    let base = status(&job, &counts, &decision, now);
+    let terminating = base.terminating.unwrap_or(0);
+    let still_tracked: Vec<Pod> = owned
+        .into_iter()
+        .filter(|p| !released.contains(&p.name_any()))
+        .collect();
+    let plan = track(&job, &still_tracked, &decision, base, now);
+    // The uncounted UIDs are recorded before any finalizer goes: a pod is then counted exactly
+    // once, whatever fails or restarts between the steps.
+    let Some(job) = write_status(&jobs, &job, plan.status.clone()).await? else {
+        return Ok(Action::await_change());
+    };
+    let mut with_finalizer = plan.with_finalizer;
+    let mut failure = None;
+    for (pod, uid) in &plan.release {
+        match release(&pod_api, pod, &name).await {
+            Ok(()) => {
+                with_finalizer.remove(uid);
+            }
+            Err(e) => failure = failure.or(Some(e)),
+        }
     }
-    Ok(Action::requeue(RESYNC))
+    let settled = settle(
+        job.status.clone().unwrap_or_default(),
+        &with_finalizer,
+        plan.finish.as_ref(),
+        terminating,
+        now,
+    );
+    write_status(&jobs, &job, settled).await?;
+    match failure {
+        Some(e) => Err(e),
+        None => Ok(Action::requeue(RESYNC)),
+    }
+}
+
+/// Replaces the Job's status with `status` when it differs, with the Job's resourceVersion as
+/// precondition (upstream's `UpdateStatus`): a conflict fails the sync, which reads again.
+/// Returns the Job as written, `None` when it is gone.
+async fn write_status(jobs: &Api<Job>, job: &Job, status: JobStatus) -> Result<Option<Job>> {
+    if job.status.as_ref() == Some(&status) {
+        return Ok(Some(job.clone()));
+    }
+    let mut updated = job.clone();
+    updated.status = Some(status);
+    match jobs
+        .replace_status(&job.name_any(), &PostParams::default(), &updated)
+        .await
+    {
+        Ok(written) => Ok(Some(written)),
+        Err(e) if is_not_found(&e) => Ok(None),
+        Err(e) => Err(Error::api(format!(
+            "writing the status of {}",
+            describe(job)
+        ))(e)),
+    }
+}
+
+/// Removes the tracking finalizer from a pod (upstream's `removeTrackingFinalizerPatch`, a
+/// strategic merge patch); a pod already gone is fine.
+async fn release(api: &Api<Pod>, pod: &str, owner: &str) -> Result<()> {
+    let patch = Patch::Strategic(serde_json::json!({
+        "metadata": {"$deleteFromPrimitiveList/finalizers": [TRACKING_FINALIZER]}
+    }));
+    match api.patch(pod, &PatchParams::default(), &patch).await {
+        Ok(_) => Ok(()),
+        Err(e) if is_not_found(&e) => Ok(()),
+        Err(e) => Err(Error::api(format!(
+            "removing the Job tracking finalizer of pod {pod} of {owner}"
+        ))(e)),
+    }
+}
+
+/// Releases, then deletes, pods the Job no longer wants: they are not counted.
+async fn release_and_delete(api: &Api<Pod>, names: &[String], owner: &str) -> Result<()> {
+    for pod in names {
+        release(api, pod, owner).await?;
+    }
+    pods::delete(api, names, owner).await
 }
 
 /// Returns the pod the Job creates.
@@ -345,7 +750,56 @@ fn new_pod(job: &Job, ns: &str) -> Pod {
     .collect();
     // The server fills in the uid on create; a stored Job always has one.
     let owner = owners::controller_ref(job).unwrap_or_default();
-    pods::from_template(&template, ns, format!("{job_name}-"), owner, &labels)
+    let mut pod = pods::from_template(&template, ns, format!("{job_name}-"), owner, &labels);
+    let finalizers = pod.metadata.finalizers.get_or_insert_with(Vec::new);
+    if !finalizers.iter().any(|f| f == TRACKING_FINALIZER) {
+        finalizers.push(TRACKING_FINALIZER.to_owned());
+    }
+    pod
+}
+
+// === orphan pods ===
+
+#[tracing::instrument(skip_all, fields(pod.namespace = %pod.namespace().unwrap_or_default(), pod.name = %pod.name_any()))]
+async fn reconcile_orphan(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action> {
+    let result = release_orphan(&pod, &ctx).await;
+    ctx.record(pod.as_ref(), result)
+}
+
+/// Removes the tracking finalizer from a pod whose Job will not: it has no controller, or its
+/// controlling Job is gone, replaced or finished (upstream's `syncOrphanPod`). A pod controlled
+/// by anything but a batch/v1 Job is left alone.
+async fn release_orphan(pod: &Pod, ctx: &Context) -> Result<Action> {
+    if !has_tracking_finalizer(pod) {
+        return Ok(Action::await_change());
+    }
+    let ns = pod.namespace().unwrap_or_default();
+    let owner = pod
+        .owner_references()
+        .iter()
+        .find(|r| r.controller == Some(true));
+    let job_name = match owner {
+        Some(r) if r.kind != "Job" || r.api_version != "batch/v1" => {
+            return Ok(Action::await_change());
+        }
+        Some(r) => {
+            let jobs: Api<Job> = Api::namespaced(ctx.client.clone(), &ns);
+            let job = jobs
+                .get_opt(&r.name)
+                .await
+                .map_err(Error::api(format!("reading Job {ns}/{}", r.name)))?;
+            if job.is_some_and(|j| j.uid().as_deref() == Some(r.uid.as_str()) && !is_finished(&j)) {
+                // Its Job counts it and removes the finalizer.
+                return Ok(Action::await_change());
+            }
+            format!("Job {ns}/{}", r.name)
+        }
+        None => "no Job".to_owned(),
+    };
+    tracing::debug!(owner = %job_name, "releasing an orphaned Job pod");
+    let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
+    release(&api, &pod.name_any(), &job_name).await?;
+    Ok(Action::await_change())
 }
 
 #[cfg(test)]
@@ -360,14 +814,58 @@ mod tests {
                 completions,
                 parallelism: Some(parallelism),
                 backoff_limit: Some(backoff),
+                pod_replacement_policy: Some("TerminatingOrFailed".into()),
                 ..JobSpec::default()
             }),
             ..Job::default()
         }
     }
 
+    /// A pod of the Job, as the controller creates it: its UID is its name, with the finalizer.
+    fn tracked(name: &str, created_sec: i64, phase: &str) -> Pod {
+        let mut p = pod(name, created_sec, phase);
+        p.metadata.uid = Some(name.into());
+        p.metadata.finalizers = Some(vec![TRACKING_FINALIZER.into()]);
+        p
+    }
+
+    fn deleting(mut p: Pod) -> Pod {
+        p.metadata.deletion_timestamp = Some(Time(ts(50)));
+        p
+    }
+
     fn decide_for(j: &Job, pods: &[Pod]) -> Decision {
         decide(j, &count(j, pods))
+    }
+
+    fn condition(s: &JobStatus, type_: &str) -> Option<(String, Option<String>)> {
+        s.conditions
+            .as_ref()?
+            .iter()
+            .find(|c| c.type_ == type_)
+            .map(|c| (c.status.clone(), c.reason.clone()))
+    }
+
+    /// One sync's status writes, every finalizer removal succeeding and the released pods that
+    /// were not terminating gone: returns the status after `settle`.
+    fn sync_status(j: &Job, pods: &[Pod], now: jiff::Timestamp) -> (Decision, Tracking, JobStatus) {
+        let counts = count(j, pods);
+        let d = decide(j, &counts);
+        let base = status(j, &counts, &d, now);
+        let terminating = base.terminating.unwrap_or(0);
+        let plan = track(j, pods, &d, base, now);
+        let mut left = plan.with_finalizer.clone();
+        for (_, uid) in &plan.release {
+            left.remove(uid);
+        }
+        let settled = settle(
+            plan.status.clone(),
+            &left,
+            plan.finish.as_ref(),
+            terminating,
+            now,
+        );
+        (d, plan, settled)
     }
 
     #[test]
@@ -381,10 +879,10 @@ mod tests {
             }
         );
         let pods = [
-            pod("a", 0, "Succeeded"),
-            pod("b", 1, "Succeeded"),
-            pod("c", 2, "Succeeded"),
-            pod("d", 3, "Running"),
+            tracked("a", 0, "Succeeded"),
+            tracked("b", 1, "Succeeded"),
+            tracked("c", 2, "Succeeded"),
+            tracked("d", 3, "Running"),
         ];
         assert_eq!(
             decide_for(&j, &pods),
@@ -394,12 +892,12 @@ mod tests {
             }
         );
         let pods = [
-            pod("a", 0, "Succeeded"),
-            pod("b", 1, "Succeeded"),
-            pod("c", 2, "Succeeded"),
-            pod("d", 3, "Succeeded"),
-            pod("e", 4, "Running"),
-            pod("f", 5, "Running"),
+            tracked("a", 0, "Succeeded"),
+            tracked("b", 1, "Succeeded"),
+            tracked("c", 2, "Succeeded"),
+            tracked("d", 3, "Succeeded"),
+            tracked("e", 4, "Running"),
+            tracked("f", 5, "Running"),
         ];
         assert_eq!(
             decide_for(&j, &pods),
@@ -413,14 +911,28 @@ mod tests {
     #[test]
     fn completes_when_completions_succeeded() {
         let j = job(Some(2), 1, 6);
-        let pods = [pod("a", 0, "Succeeded"), pod("b", 1, "Succeeded")];
-        let counts = count(&j, &pods);
-        let d = decide(&j, &counts);
+        let pods = [tracked("a", 0, "Succeeded"), tracked("b", 1, "Succeeded")];
+        let (d, plan, s) = sync_status(&j, &pods, ts(10));
         assert_eq!(d, Decision::Complete { delete: vec![] });
-        let s = status(&j, &counts, &d, ts(10));
+        // Written first: both UIDs uncounted, SuccessCriteriaMet but not Complete yet.
+        let first = &plan.status;
+        assert_eq!(
+            first
+                .uncounted_terminated_pods
+                .clone()
+                .unwrap_or_default()
+                .succeeded,
+            Some(vec!["a".into(), "b".into()])
+        );
+        assert_eq!(first.succeeded, Some(0));
+        assert_eq!(condition(first, "Complete"), None);
         assert_eq!(
             (s.succeeded, s.active, s.failed),
             (Some(2), Some(0), Some(0))
+        );
+        assert_eq!(
+            s.uncounted_terminated_pods,
+            Some(UncountedTerminatedPods::default())
         );
         assert_eq!(s.completion_time, Some(Time(ts(10))));
         let types: Vec<_> = s
@@ -448,7 +960,7 @@ mod tests {
                 delete: vec![]
             }
         );
-        let pods = [pod("a", 0, "Succeeded"), pod("b", 1, "Running")];
+        let pods = [tracked("a", 0, "Succeeded"), tracked("b", 1, "Running")];
         assert_eq!(
             decide_for(&j, &pods),
             Decision::Run {
@@ -456,14 +968,14 @@ mod tests {
                 delete: vec![]
             }
         );
-        let pods = [pod("a", 0, "Succeeded"), pod("b", 1, "Failed")];
+        let pods = [tracked("a", 0, "Succeeded"), tracked("b", 1, "Failed")];
         assert_eq!(decide_for(&j, &pods), Decision::Complete { delete: vec![] });
     }
 
     #[test]
     fn failures_beyond_the_backoff_limit_fail_the_job() {
         let j = job(Some(1), 1, 1);
-        let pods = [pod("a", 0, "Failed"), pod("b", 1, "Running")];
+        let pods = [tracked("a", 0, "Failed"), tracked("b", 1, "Running")];
         assert_eq!(
             decide_for(&j, &pods),
             Decision::Run {
@@ -472,41 +984,169 @@ mod tests {
             }
         );
         let pods = [
-            pod("a", 0, "Failed"),
-            pod("b", 1, "Failed"),
-            pod("c", 2, "Running"),
+            tracked("a", 0, "Failed"),
+            tracked("b", 1, "Failed"),
+            tracked("c", 2, "Running"),
         ];
-        let counts = count(&j, &pods);
-        let d = decide(&j, &counts);
+        let (d, plan, s) = sync_status(&j, &pods, ts(10));
         assert_eq!(
             d,
             Decision::Fail {
                 delete: vec!["c".into()]
             }
         );
-        let s = status(&j, &counts, &d, ts(10));
-        assert_eq!((s.failed, s.active), (Some(2), Some(0)));
-        let failed = s
-            .conditions
-            .unwrap_or_default()
-            .into_iter()
-            .find(|c| c.type_ == "Failed");
+        // The running pod, deleted, counts as failed too (upstream: when the Job fails every
+        // pod not finished does); it terminates, so Failed waits for the next sync.
         assert_eq!(
-            failed.and_then(|c| c.reason).as_deref(),
-            Some("BackoffLimitExceeded")
+            condition(&plan.status, "FailureTarget"),
+            Some(("True".into(), Some("BackoffLimitExceeded".into())))
         );
+        assert_eq!(
+            (s.failed, s.active, s.terminating),
+            (Some(3), Some(0), Some(1))
+        );
+        assert_eq!(condition(&s, "Failed"), None);
+
+        let mut j = j;
+        j.status = Some(s);
+        let (d, _, s) = sync_status(&j, &[], ts(11));
+        assert_eq!(d, Decision::Fail { delete: vec![] });
+        assert_eq!(
+            condition(&s, "Failed"),
+            Some(("True".into(), Some("BackoffLimitExceeded".into())))
+        );
+        assert_eq!(s.failed, Some(3));
     }
 
     #[test]
-    fn counts_never_drop_below_recorded_status() {
-        let mut j = job(Some(3), 1, 6);
-        j.status = Some(JobStatus {
-            succeeded: Some(2),
+    fn a_pod_deleted_before_it_succeeded_counts_as_failed() {
+        // backoffLimit 0: the deleted pod fails the Job instead of being replaced.
+        let j = job(Some(1), 1, 0);
+        let pods = [deleting(tracked("a", 0, "Running"))];
+        assert_eq!(count(&j, &pods).failed, 1);
+        let (d, plan, s) = sync_status(&j, &pods, ts(10));
+        assert_eq!(d, Decision::Fail { delete: vec![] });
+        assert_eq!(
+            plan.status
+                .uncounted_terminated_pods
+                .clone()
+                .unwrap_or_default()
+                .failed,
+            Some(vec!["a".into()])
+        );
+        assert_eq!(plan.release, [("a".to_owned(), "a".to_owned())]);
+        assert_eq!((s.failed, s.terminating), (Some(1), Some(1)));
+
+        // backoffLimit 2: counted, and replaced at once (podReplacementPolicy
+        // TerminatingOrFailed, the default without a podFailurePolicy).
+        let j = job(Some(1), 1, 2);
+        let (d, _, s) = sync_status(&j, &pods, ts(10));
+        assert_eq!(
+            d,
+            Decision::Run {
+                create: 1,
+                delete: vec![]
+            }
+        );
+        assert_eq!((s.failed, s.active), (Some(1), Some(1)));
+
+        // A pod deleted after it succeeded is a success.
+        let done = [deleting(tracked("a", 0, "Succeeded"))];
+        assert_eq!(count(&j, &done).failed, 0);
+        assert_eq!(count(&j, &done).succeeded, 1);
+    }
+
+    #[test]
+    fn under_replacement_policy_failed_a_terminating_pod_waits_for_its_phase() {
+        let mut j = job(Some(1), 1, 0);
+        if let Some(s) = j.spec.as_mut() {
+            s.pod_replacement_policy = Some("Failed".into());
+        }
+        let pods = [deleting(tracked("a", 0, "Running"))];
+        let counts = count(&j, &pods);
+        assert_eq!((counts.failed, counts.terminating), (0, 1));
+        assert_eq!(
+            decide(&j, &counts),
+            Decision::Run {
+                create: 0,
+                delete: vec![]
+            }
+        );
+        let failed = [deleting(tracked("a", 0, "Failed"))];
+        assert!(matches!(decide_for(&j, &failed), Decision::Fail { .. }));
+    }
+
+    #[test]
+    fn pods_are_counted_once_across_steps_and_restarts() {
+        let j = job(Some(3), 1, 6);
+        let a = tracked("a", 0, "Succeeded");
+        // The first write recorded "a" as uncounted, then the controller stopped before its
+        // finalizer went: it is still counted once.
+        let mut j1 = j.clone();
+        j1.status = Some(
+            track(
+                &j,
+                std::slice::from_ref(&a),
+                &Decision::Deleting,
+                JobStatus::default(),
+                ts(1),
+            )
+            .status,
+        );
+        assert_eq!(count(&j1, std::slice::from_ref(&a)).succeeded, 1);
+        let (_, plan, s) = sync_status(&j1, std::slice::from_ref(&a), ts(2));
+        assert_eq!(plan.release.len(), 1);
+        assert_eq!(s.succeeded, Some(1));
+        // The finalizer went but the counters were not written: "a" is gone or untracked.
+        let mut released = a.clone();
+        released.metadata.finalizers = None;
+        for pods in [vec![], vec![released.clone()]] {
+            assert_eq!(count(&j1, &pods).succeeded, 1);
+            let (_, _, s) = sync_status(&j1, &pods, ts(3));
+            assert_eq!(s.succeeded, Some(1));
+            assert_eq!(
+                s.uncounted_terminated_pods,
+                Some(UncountedTerminatedPods::default())
+            );
+        }
+        // Counted: a pod without the finalizer adds nothing, a removed one loses nothing.
+        let mut j2 = j.clone();
+        j2.status = Some(JobStatus {
+            succeeded: Some(1),
             failed: Some(1),
             ..JobStatus::default()
         });
-        let c = count(&j, &[pod("a", 0, "Succeeded")]);
-        assert_eq!((c.succeeded, c.failed), (2, 1));
+        let c = count(&j2, &[released]);
+        assert_eq!((c.succeeded, c.failed), (1, 1));
+        let c = count(&j2, &[]);
+        assert_eq!((c.succeeded, c.failed), (1, 1));
+    }
+
+    #[test]
+    fn pods_deleted_because_unwanted_are_not_counted() {
+        // Parallelism lowered: the extra pod is released before it is deleted, so the sync
+        // that deletes it does not count it (sync leaves it out of tracking).
+        let j = job(Some(5), 1, 0);
+        let pods = [tracked("a", 0, "Running"), tracked("b", 1, "Running")];
+        let d = decide_for(&j, &pods);
+        let Decision::Run { delete, .. } = &d else {
+            panic!("{d:?}")
+        };
+        assert_eq!(delete.len(), 1);
+        let left: Vec<Pod> = pods
+            .iter()
+            .filter(|p| !delete.contains(&p.name_any()))
+            .cloned()
+            .collect();
+        let plan = track(
+            &j,
+            &left,
+            &d,
+            status(&j, &count(&j, &pods), &d, ts(1)),
+            ts(1),
+        );
+        assert!(plan.release.is_empty());
+        assert_eq!(plan.status.failed, Some(0));
     }
 
     #[test]
@@ -515,7 +1155,7 @@ mod tests {
         if let Some(s) = j.spec.as_mut() {
             s.suspend = Some(true);
         }
-        let pods = [pod("a", 0, "Running")];
+        let pods = [tracked("a", 0, "Running")];
         let counts = count(&j, &pods);
         let d = decide(&j, &counts);
         assert_eq!(
@@ -532,26 +1172,44 @@ mod tests {
         }
         let d = decide(&j, &count(&j, &[]));
         let s = status(&j, &count(&j, &[]), &d, ts(5));
-        let suspended = s
-            .conditions
-            .unwrap_or_default()
-            .into_iter()
-            .find(|c| c.type_ == "Suspended");
-        assert_eq!(suspended.map(|c| c.status).as_deref(), Some("False"));
+        assert_eq!(
+            condition(&s, "Suspended").map(|c| c.0).as_deref(),
+            Some("False")
+        );
         assert_eq!(s.start_time, Some(Time(ts(5))));
 
         let mut done = job(Some(1), 1, 6);
-        let counts = count(&done, &[pod("a", 0, "Succeeded")]);
-        done.status = Some(status(
-            &done,
-            &counts,
-            &Decision::Complete { delete: vec![] },
-            ts(1),
-        ));
+        let (_, _, s) = sync_status(&done, &[tracked("a", 0, "Succeeded")], ts(1));
+        done.status = Some(s);
+        assert!(is_finished(&done));
         assert_eq!(
-            decide_for(&done, &[pod("a", 0, "Succeeded"), pod("b", 0, "Running")]),
+            decide_for(
+                &done,
+                &[pod("a", 0, "Succeeded"), tracked("b", 0, "Running")]
+            ),
             Decision::Finished
         );
+    }
+
+    #[test]
+    fn a_deleting_job_releases_its_pods_and_creates_none() {
+        let mut j = job(Some(2), 2, 6);
+        j.metadata.deletion_timestamp = Some(Time(ts(1)));
+        let pods = [tracked("a", 0, "Running")];
+        let (d, plan, s) = sync_status(&j, &pods, ts(2));
+        assert_eq!(d, Decision::Deleting);
+        assert_eq!(plan.release.len(), 1);
+        // Released but neither finished nor deleted: not counted.
+        assert_eq!((s.failed, s.succeeded), (Some(0), Some(0)));
+    }
+
+    #[test]
+    fn new_pods_carry_the_tracking_finalizer() {
+        let mut j = job(Some(1), 1, 6);
+        j.metadata.name = Some("batch".into());
+        j.metadata.uid = Some("u1".into());
+        let p = new_pod(&j, "ns");
+        assert_eq!(p.finalizers(), [TRACKING_FINALIZER]);
     }
 
     #[test]
