@@ -19,13 +19,13 @@ use tokio_util::sync::CancellationToken;
 
 use crate::collect::prom::{ImportRule, parse_exposition};
 use crate::collect::{Collection, Collector, CollectorConfig, PodRef};
-use crate::enforcer::LatestSamples;
 use crate::http::HttpState;
 use crate::metrics::{
     AgentMetrics, Direction, DirectionLabels, DropLabels, Liveness as PeerLiveness, MetricLabel,
     PeerLabels,
 };
 use crate::publish::{Deadband, Publisher};
+use crate::shared::LatestSamples;
 use crate::shared::SharedGossip;
 use crate::verdict_push::VerdictWatch;
 

@@ -218,7 +218,7 @@ pub struct Config {
     /// Reward learning.
     pub rewards: RewardConfig,
     /// Scavenger pods: checkpoint markers and pressure eviction.
-    pub scavengers: crate::scavengers::ScavengerConfig,
+    pub scavengers: ScavengerConfig,
 }
 
 /// Policy evaluation, labels and local eviction.
@@ -236,6 +236,19 @@ pub struct PolicyConfig {
     pub eviction: Option<EvictionConfig>,
     /// When the recovery signal is written.
     pub recovery: crate::recovery::RecoveryConfig,
+}
+
+/// Scavenger handling settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScavengerConfig {
+    /// The kubelet's root directory as a host path (read under the host root).
+    pub kubelet_root: PathBuf,
+    /// How often pods and markers are looked at.
+    pub interval: Duration,
+    /// Pressure (percent, `some avg10`) above which scavengers are evicted.
+    pub pressure_threshold: f64,
+    /// How long the pressure must stay above it.
+    pub pressure_for: Duration,
 }
 
 /// Guards on local eviction.
@@ -352,7 +365,7 @@ impl TryFrom<Cli> for Config {
                 }),
             },
             shutdown_grace: cli.shutdown_grace,
-            scavengers: crate::scavengers::ScavengerConfig {
+            scavengers: ScavengerConfig {
                 kubelet_root: cli.kubelet_root_dir,
                 interval: cli.collect_interval,
                 pressure_threshold: cli.scavenger_pressure_threshold,

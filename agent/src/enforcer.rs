@@ -29,7 +29,6 @@
 //! is violated; their pods are still evicted only for their own namespace's policy.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod};
@@ -38,9 +37,7 @@ use kube::api::{Patch, PatchParams};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::reflector::Store;
 use kube::{Api, Client, ResourceExt as _};
-use parking_lot::RwLock;
 use telemesh_core::gossip::{GossipMember, StateKey};
-use telemesh_core::metric::Sample;
 use telemesh_core::policy::crd::NodeViolation;
 use telemesh_core::policy::{NodeReadings, POLICY_LINK_LABEL, Policy, TASPolicy};
 use tokio_util::sync::CancellationToken;
@@ -56,9 +53,7 @@ use crate::plan::{Eviction, Plan, StatusEntry, ViolatingSince, node_state, plan}
 use crate::policies::Compiled;
 use crate::recovery::RecoverySignal;
 use crate::scope::{self, Refusals};
-
-/// The latest collection's node samples and when they were taken.
-pub type LatestSamples = Arc<RwLock<Option<(SystemTime, Vec<Sample>)>>>;
+use crate::shared::LatestSamples;
 
 /// What the loop needs from the rest of the agent.
 pub struct Inputs {

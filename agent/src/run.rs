@@ -103,7 +103,7 @@ pub async fn start(config: Config, stop: CancellationToken) -> anyhow::Result<Ag
     tasks.spawn(mark_synced(pods.clone(), pods_synced.clone()));
     // One watch for the policy loop and the collection loop's verdict pushes.
     let policies = crate::policies::watch_policies(client.clone(), stop.child_token());
-    let latest_samples: crate::enforcer::LatestSamples = Arc::new(RwLock::new(None));
+    let latest_samples: crate::shared::LatestSamples = Arc::new(RwLock::new(None));
     let latest_pods: Arc<RwLock<Vec<PodFigures>>> = Arc::new(RwLock::new(Vec::new()));
     // Writes go through a client that does not retry within a call, behind one backoff.
     let writes = crate::shared::write_client(config.kubeconfig.as_deref(), &user_agent).await?;

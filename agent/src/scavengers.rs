@@ -24,10 +24,10 @@ use telemesh_core::scavenge::{
 };
 use tokio_util::sync::CancellationToken;
 
-use crate::enforcer::LatestSamples;
+use crate::config::ScavengerConfig;
 use crate::evictor::Outcome;
 use crate::metrics::{AgentMetrics, EvictionLabels};
-use crate::shared::{SharedEvictor, SharedGossip};
+use crate::shared::{LatestSamples, SharedEvictor, SharedGossip};
 
 /// The node pressure metrics compared with the threshold (ratios; the threshold is percent).
 const PRESSURE_METRICS: [&str; 3] = [
@@ -35,19 +35,6 @@ const PRESSURE_METRICS: [&str; 3] = [
     "node_pressure_memory_some_avg10_ratio",
     "node_pressure_io_some_avg10_ratio",
 ];
-
-/// Scavenger handling settings.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ScavengerConfig {
-    /// The kubelet's root directory as a host path (read under the host root).
-    pub kubelet_root: PathBuf,
-    /// How often pods and markers are looked at.
-    pub interval: Duration,
-    /// Pressure (percent, `some avg10`) above which scavengers are evicted.
-    pub pressure_threshold: f64,
-    /// How long the pressure must stay above it.
-    pub pressure_for: Duration,
-}
 
 /// What the scavenger loop needs.
 pub struct Inputs {

@@ -1,10 +1,17 @@
-//! What the agent's loops share: the gossip member handle, the write client and the evictor.
+//! What the agent's loops share: the latest collection, the gossip member handle, the write
+//! client and the evictor.
 
 use std::path::Path;
 use std::sync::Arc;
+use std::time::SystemTime;
 
 use anyhow::Context as _;
 use telemesh_core::gossip::GossipMember;
+use telemesh_core::metric::Sample;
+
+/// The latest collection's node samples and when they were taken: written by the collection
+/// loop, read by the policy and scavenger loops.
+pub type LatestSamples = Arc<parking_lot::RwLock<Option<(SystemTime, Vec<Sample>)>>>;
 
 /// The gossip member, shared by the loops that publish; `None` once shutdown took it.
 pub type SharedGossip = Arc<tokio::sync::Mutex<Option<GossipMember>>>;
