@@ -56,7 +56,9 @@ pub struct ScavengerArgs {
     /// attempts and a large image or a slow volume attach time to finish.
     #[arg(long, env = "TELEMESH_SCAVENGER_START_TIMEOUT", default_value = "5m", value_parser = parse_duration)]
     pub scavenger_start_timeout: Duration,
-    /// How often waiting ScavengerJobs are looked at again for admission.
+    /// How often the waiting ScavengerJobs are looked at, in memory, for the one that may start
+    /// now (reconciled then); the others are reconciled when their status message is out of
+    /// date, one per interval, and every 30 s anyway.
     #[arg(long, env = "TELEMESH_SCAVENGER_ADMISSION_INTERVAL", default_value = "5s", value_parser = parse_duration)]
     pub scavenger_admission_interval: Duration,
     /// Check that the Secrets a ScavengerJob mounts exist before starting it (needs `get` on

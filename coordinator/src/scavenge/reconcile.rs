@@ -1,12 +1,14 @@
-//! The controller loop: a kube-runtime Controller over every ScavengerJob, owning their Jobs
-//! and watching pods labelled [`JOB_LABEL`], run one reconcile at a time (admission reads the
-//! use that the previous start changed) while this replica leads.
+//! The controller loop: a kube-runtime Controller over every ScavengerJob, owning their Jobs,
+//! watching pods labelled [`JOB_LABEL`], and reconciling on the admission poll (the waiting
+//! jobs worth a look, [`polled`]), run one reconcile at a time (admission reads the use that
+//! the previous start changed) while this replica leads.
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use futures::StreamExt as _;
+use futures::stream::{self, Stream, StreamExt as _};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, Node, PersistentVolumeClaim, Pod, Secret};
 use k8s_openapi::jiff::Timestamp;
@@ -19,16 +21,27 @@ use kube::{Api, Client, Resource as _, ResourceExt as _};
 use parking_lot::Mutex;
 use telemesh_core::scavenge::JOB_LABEL;
 use telemesh_core::scavenge::controller::{
-    Admission, ClusterLoad, Decision, Observed, Transition, admission_by, queue,
+    Admission, ClusterLoad, Decision, Observed, Transition, admission_by, polled, queue,
     reconcile as decide,
 };
 use telemesh_core::scavenge::crd::{Phase, ScavengerJob, VolumeRef};
 use tokio::sync::watch;
+use tokio::time::MissedTickBehavior;
 use tokio_util::sync::CancellationToken;
 
 use super::load::{cluster_load, holds_capacity};
 use super::{Metrics, PhaseLabels, Settings};
 use crate::view::ClusterView;
+
+/// How often a waiting job that may not start is reconciled anyway (at least every admission
+/// interval). The admission poll reconciles it as soon as it may start or its message is out
+/// of date ([`polled`], from the stores), so this requeue only catches what the API alone
+/// shows: a volume deleted while it waits (it fails within this rather than at its turn), or
+/// a change the watches missed. 30 s: forty waiting jobs cost about one reconcile a second,
+/// where each used to cost one per admission interval (80 a second at the replay's 500 ms,
+/// enough to keep the one-at-a-time queue busy and a preempted run's notice waiting behind
+/// them).
+const WAITING_REFRESH: Duration = Duration::from_secs(30);
 
 /// Why a reconcile did not finish (it is retried).
 #[derive(Debug, thiserror::Error)]
@@ -49,7 +62,7 @@ fn api(what: impl Into<String>) -> impl FnOnce(kube::Error) -> Error {
     move |source| Error::Api { what, source }
 }
 
-/// What every reconcile shares.
+/// What every reconcile (and the admission poll) shares.
 pub struct Context {
     client: Client,
     settings: Settings,
@@ -63,6 +76,40 @@ pub struct Context {
     /// Jobs started whose new run the store has not shown yet, by UID, as written: their runs
     /// count as load meanwhile, so two admissions in a row never count the same room.
     starting: Mutex<HashMap<String, ScavengerJob>>,
+    /// Reconciles so far, by what the job was doing.
+    reconciles: [AtomicU64; Reconciled::COUNT],
+}
+
+/// What a reconciled ScavengerJob was doing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reconciled {
+    /// Waiting, and may not start now: it was only told why it waits.
+    Waiting,
+    /// Waiting, and may start now.
+    Admitted,
+    /// Running.
+    Running,
+    /// Finished, being deleted or gone.
+    Done,
+}
+
+impl Reconciled {
+    const COUNT: usize = 4;
+}
+
+// === impl Context ===
+
+impl Context {
+    /// Counts a reconcile of a job doing `state`.
+    fn reconciled(&self, state: Reconciled) {
+        self.reconciles[state as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The reconciles so far of jobs doing `state` (how busy the one-at-a-time queue is kept).
+    #[cfg(test)]
+    fn reconciles(&self, state: Reconciled) -> u64 {
+        self.reconciles[state as usize].load(Ordering::Relaxed)
+    }
 }
 
 /// What the controller is built from.
@@ -101,15 +148,7 @@ pub async fn run(parts: Parts, leading: watch::Receiver<bool>, stop: Cancellatio
 }
 
 async fn lead(parts: Parts, term: CancellationToken) {
-    let Parts {
-        client,
-        settings,
-        metrics,
-        view,
-        stale_after,
-        replica,
-    } = parts;
-    let sjs = Api::<ScavengerJob>::all(client.clone());
+    let sjs = Api::<ScavengerJob>::all(parts.client.clone());
     // Without the CRD the watches would fail forever: say what to do, and look again.
     loop {
         match sjs.list(&ListParams::default().limit(1)).await {
@@ -123,15 +162,38 @@ async fn lead(parts: Parts, term: CancellationToken) {
             }
         }
     }
+    let controller = controller(&parts.client);
+    let ctx = context(parts, controller.store(), &term);
+    control(controller, ctx, term).await;
+}
+
+/// The Controller over every ScavengerJob, owning their Jobs and watching their pods.
+fn controller(client: &Client) -> Controller<ScavengerJob> {
     let labelled = watcher::Config::default().labels(JOB_LABEL);
-    let controller = Controller::new(sjs, watcher::Config::default())
-        .with_config(ControllerConfig::default().concurrency(1))
-        .owns(Api::<Job>::all(client.clone()), labelled.clone())
-        .watches(Api::<Pod>::all(client.clone()), labelled, |pod: Pod| {
-            let name = pod.labels().get(JOB_LABEL)?.clone();
-            Some(ObjectRef::<ScavengerJob>::new(&name).within(&pod.namespace()?))
-        });
-    let ctx = Arc::new(Context {
+    Controller::new(
+        Api::<ScavengerJob>::all(client.clone()),
+        watcher::Config::default(),
+    )
+    .with_config(ControllerConfig::default().concurrency(1))
+    .owns(Api::<Job>::all(client.clone()), labelled.clone())
+    .watches(Api::<Pod>::all(client.clone()), labelled, |pod: Pod| {
+        let name = pod.labels().get(JOB_LABEL)?.clone();
+        Some(ObjectRef::<ScavengerJob>::new(&name).within(&pod.namespace()?))
+    })
+}
+
+/// The context of one term as leader (its node and pod watches running until `term`) over
+/// the controller's store of ScavengerJobs.
+fn context(parts: Parts, jobs: Store<ScavengerJob>, term: &CancellationToken) -> Arc<Context> {
+    let Parts {
+        client,
+        settings,
+        metrics,
+        view,
+        stale_after,
+        replica,
+    } = parts;
+    Arc::new(Context {
         nodes: crate::leader::reflect(
             Api::<Node>::all(client.clone()),
             "nodes",
@@ -140,7 +202,7 @@ async fn lead(parts: Parts, term: CancellationToken) {
         )
         .0,
         pods: crate::leader::reflect(Api::<Pod>::all(client.clone()), "pods", None, term.clone()).0,
-        jobs: controller.store(),
+        jobs,
         recorder: Recorder::new(
             client.clone(),
             Reporter {
@@ -154,7 +216,15 @@ async fn lead(parts: Parts, term: CancellationToken) {
         view,
         stale_after,
         starting: Mutex::new(HashMap::new()),
-    });
+        reconciles: Default::default(),
+    })
+}
+
+/// Runs `controller` until `term`: reconciles when ScavengerJobs, their Jobs or their pods
+/// change, and when the admission poll asks. `reconcile_on` is kube-runtime's
+/// `unstable-runtime-reconcile-on` feature (enabled in the workspace's Cargo.toml): the one
+/// way to add a trigger to a Controller without rebuilding it from its parts.
+async fn control(controller: Controller<ScavengerJob>, ctx: Arc<Context>, term: CancellationToken) {
     tokio::select! {
         () = term.cancelled() => return,
         _ = async {
@@ -163,6 +233,7 @@ async fn lead(parts: Parts, term: CancellationToken) {
         } => {}
     }
     controller
+        .reconcile_on(admission_polls(ctx.clone()))
         .graceful_shutdown_on(term.cancelled_owned())
         .run(reconcile, error_policy, ctx)
         .for_each(|result| async move {
@@ -171,6 +242,39 @@ async fn lead(parts: Parts, term: CancellationToken) {
             }
         })
         .await;
+}
+
+/// Every admission interval, asks for reconciles of the waiting jobs worth one now ([`polled`]:
+/// the one that may start, and the first whose message is out of date), judged from the
+/// stores. The others are left to their long requeue ([`WAITING_REFRESH`]), so that a long
+/// queue does not keep the one-at-a-time reconciles busy while running jobs' pods are
+/// preempted.
+fn admission_polls(ctx: Arc<Context>) -> impl Stream<Item = ObjectRef<ScavengerJob>> + Send {
+    let mut every = tokio::time::interval(ctx.settings.admission_interval);
+    every.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    stream::unfold(every, |mut every| async move {
+        every.tick().await;
+        Some(((), every))
+    })
+    .flat_map(move |()| stream::iter(poll(&ctx)))
+}
+
+/// The waiting jobs one admission poll reconciles ([`polled`]).
+fn poll(ctx: &Context) -> Vec<ObjectRef<ScavengerJob>> {
+    let (load, candidates, holding) = survey(ctx);
+    let waiting = queue(candidates.iter().map(AsRef::as_ref));
+    let holding: Vec<&ScavengerJob> = holding.iter().collect();
+    polled(
+        ctx.settings.queue,
+        &waiting,
+        &holding,
+        &load,
+        ctx.settings.mode,
+        ctx.settings.threshold,
+    )
+    .into_iter()
+    .map(ObjectRef::from_obj)
+    .collect()
 }
 
 fn error_policy(sj: Arc<ScavengerJob>, error: &Error, _ctx: Arc<Context>) -> Action {
@@ -323,9 +427,11 @@ async fn reconcile(cached: Arc<ScavengerJob>, ctx: Arc<Context>) -> Result<Actio
         .await
         .map_err(api("reading the ScavengerJob"))?
     else {
+        ctx.reconciled(Reconciled::Done);
         return Ok(Action::await_change());
     };
     if sj.phase().is_terminal() || sj.metadata.deletion_timestamp.is_some() {
+        ctx.reconciled(Reconciled::Done);
         return Ok(Action::await_change());
     }
     let waiting = sj.phase().is_waiting();
@@ -341,11 +447,17 @@ async fn reconcile(cached: Arc<ScavengerJob>, ctx: Arc<Context>) -> Result<Actio
         survey(&ctx);
         Admission::Wait(String::new())
     };
+    let admitted = admission == Admission::Start;
+    ctx.reconciled(match (waiting, admitted) {
+        (false, _) => Reconciled::Running,
+        (true, true) => Reconciled::Admitted,
+        (true, false) => Reconciled::Waiting,
+    });
     // A job that waits and may not start needs only its message: its last run's Job was
     // deleted when it stopped, and leftover pods matter only to a start. So a long queue
     // costs one read per job and interval, not three.
     let jobs_api = Api::<Job>::namespaced(ctx.client.clone(), &ns);
-    let (jobs, pods) = if waiting && admission != Admission::Start {
+    let (jobs, pods) = if waiting && !admitted {
         (Vec::new(), Vec::new())
     } else {
         let selector = format!("{JOB_LABEL}={name}");
@@ -381,13 +493,15 @@ async fn reconcile(cached: Arc<ScavengerJob>, ctx: Arc<Context>) -> Result<Actio
         unschedulable_timeout: ctx.settings.unschedulable_timeout,
         start_timeout: ctx.settings.start_timeout,
     });
-    apply(&ctx, &sj, &jobs_api, decision).await
+    apply(&ctx, &sj, admitted, &jobs_api, decision).await
 }
 
-/// Does what `decision` says: Jobs deleted and created, status written, the Event recorded.
+/// Does what `decision` says: Jobs deleted and created, status written, the Event recorded;
+/// says when to look again (`admitted`: a waiting `sj` may start now).
 async fn apply(
     ctx: &Context,
     sj: &ScavengerJob,
+    admitted: bool,
     jobs_api: &Api<Job>,
     decision: Decision,
 ) -> Result<Action, Error> {
@@ -436,10 +550,13 @@ async fn apply(
     if let Some(t) = transition {
         record(ctx, sj, &t).await;
     }
-    Ok(if sj.phase().is_waiting() && create.is_none() {
+    Ok(if !sj.phase().is_waiting() || create.is_some() {
+        Action::requeue(requeue_after.unwrap_or(Duration::from_secs(60)))
+    } else if admitted {
+        // Its turn, but its last run's Job or pods are not gone yet.
         Action::requeue(ctx.settings.admission_interval)
     } else {
-        Action::requeue(requeue_after.unwrap_or(Duration::from_secs(60)))
+        Action::requeue(WAITING_REFRESH.max(ctx.settings.admission_interval))
     })
 }
 
@@ -484,3 +601,7 @@ async fn record(ctx: &Context, sj: &ScavengerJob, t: &Transition) {
         tracing::debug!(error = %e, "cannot record an Event");
     }
 }
+
+#[cfg(test)]
+#[path = "reconcile_tests.rs"]
+mod tests;

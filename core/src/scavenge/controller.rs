@@ -1,6 +1,7 @@
 //! The ScavengerJob controller's decisions, as pure functions: the Job a run gets
 //! ([`job_for`]), the waiting queue ([`queue`]), admission under the use threshold and the
-//! queue mode ([`admission_by`], [`ClusterLoad`], [`QueueMode`]) and the reconcile step from
+//! queue mode ([`admission_by`], [`ClusterLoad`], [`QueueMode`]), which waiting jobs an
+//! admission poll looks at ([`polled`]) and the reconcile step from
 //! what is observed to what to do ([`reconcile`]). The coordinator's `scavenge` module
 //! watches, calls and writes.
 
@@ -380,57 +381,75 @@ pub fn admission_by(
     threshold: f64,
 ) -> Admission {
     let same = |j: &ScavengerJob| j.uid() == sj.uid() && j.name_any() == sj.name_any();
-    let fits = |j: &ScavengerJob| load.use_with(mode, &run_requests(j));
     let Some(position) = queue.iter().position(|j| same(j)) else {
         return Admission::Wait("waiting".to_owned());
     };
-    let head = queue[0];
-    let head_use = fits(head);
+    let head_use = load.use_with(mode, &run_requests(queue[0]));
     if position == 0 {
         return if head_use <= threshold {
             Admission::Start
         } else {
-            Admission::Wait(format!(
-                "waiting for room: cluster use would be {:.0}% with this job, over the {:.0}% threshold",
-                head_use * 100.0,
-                threshold * 100.0
-            ))
+            Admission::Wait(waiting_for_room(head_use, threshold))
         };
     }
-    if queue_mode == QueueMode::Backfill && head_use > threshold {
-        let since = waiting_since(head);
-        let started = |j: &ScavengerJob| {
-            j.status
-                .as_ref()
-                .and_then(|s| s.current_run_start.as_ref())
-                .map(|t| t.0)
-        };
-        // Room the head waits for in any mode: jobs ranked ahead of it, and jobs that held room
-        // before it began to wait (either time unknown: counted as such).
-        let waited_on = |j: &ScavengerJob| {
-            rank(j, head).is_lt() || started(j).zip(since).is_none_or(|(t, s)| t < s)
-        };
-        let waited_for = running
-            .iter()
-            .filter(|j| waited_on(j))
-            .fold(Resources::new(), |sum, j| plus(sum, &run_requests(j)));
-        let reserved = load.without(&waited_for);
-        let backfills = |j: &ScavengerJob| {
-            fits(j) <= threshold
-                && reserved.use_with(mode, &plus(run_requests(head), &run_requests(j))) <= threshold
-        };
-        if queue[1..]
-            .iter()
-            .find(|j| backfills(j))
-            .is_some_and(|j| same(j))
-        {
-            return Admission::Start;
-        }
+    if queue_mode == QueueMode::Backfill
+        && head_use > threshold
+        && backfill(queue, running, load, mode, threshold).is_some_and(same)
+    {
+        return Admission::Start;
     }
-    Admission::Wait(format!(
+    Admission::Wait(waiting_for_turn(position))
+}
+
+/// The message of a head that does not fit.
+fn waiting_for_room(head_use: f64, threshold: f64) -> String {
+    format!(
+        "waiting for room: cluster use would be {:.0}% with this job, over the {:.0}% threshold",
+        head_use * 100.0,
+        threshold * 100.0
+    )
+}
+
+/// The message of a job `position` places behind the head.
+fn waiting_for_turn(position: usize) -> String {
+    format!(
         "waiting for its turn: {position} ScavengerJob{} ahead in the queue",
         if position == 1 { "" } else { "s" }
-    ))
+    )
+}
+
+/// The job [`QueueMode::Backfill`] starts behind a head that does not fit: the first behind
+/// it that fits now and beside the head's reservation ([`admission_by`]), if any.
+fn backfill<'a>(
+    queue: &[&'a ScavengerJob],
+    running: &[&ScavengerJob],
+    load: &ClusterLoad,
+    mode: UseMode,
+    threshold: f64,
+) -> Option<&'a ScavengerJob> {
+    let head = *queue.first()?;
+    let since = waiting_since(head);
+    let started = |j: &ScavengerJob| {
+        j.status
+            .as_ref()
+            .and_then(|s| s.current_run_start.as_ref())
+            .map(|t| t.0)
+    };
+    // Room the head waits for in any mode: jobs ranked ahead of it, and jobs that held room
+    // before it began to wait (either time unknown: counted as such).
+    let waited_on = |j: &ScavengerJob| {
+        rank(j, head).is_lt() || started(j).zip(since).is_none_or(|(t, s)| t < s)
+    };
+    let waited_for = running
+        .iter()
+        .filter(|j| waited_on(j))
+        .fold(Resources::new(), |sum, j| plus(sum, &run_requests(j)));
+    let reserved = load.without(&waited_for);
+    let backfills = |j: &ScavengerJob| {
+        load.use_with(mode, &run_requests(j)) <= threshold
+            && reserved.use_with(mode, &plus(run_requests(head), &run_requests(j))) <= threshold
+    };
+    queue[1..].iter().copied().find(|j| backfills(j))
 }
 
 /// Since when `sj` waits: its last interruption, its last run's start (a run given up as
@@ -464,8 +483,66 @@ pub fn next_to_start<'a>(
     mode: UseMode,
     threshold: f64,
 ) -> Option<&'a ScavengerJob> {
+    next_to_start_by(QueueMode::Strict, queue, &[], load, mode, threshold)
+}
+
+/// The job that may start now by `queue_mode`: the one job of `queue` to which
+/// [`admission_by`] says [`Admission::Start`], if any (the head when it fits, else with
+/// [`QueueMode::Backfill`] the first job behind it that fits beside its reservation).
+pub fn next_to_start_by<'a>(
+    queue_mode: QueueMode,
+    queue: &[&'a ScavengerJob],
+    running: &[&ScavengerJob],
+    load: &ClusterLoad,
+    mode: UseMode,
+    threshold: f64,
+) -> Option<&'a ScavengerJob> {
     let head = *queue.first()?;
-    (admission(head, queue, load, mode, threshold) == Admission::Start).then_some(head)
+    if load.use_with(mode, &run_requests(head)) <= threshold {
+        return Some(head);
+    }
+    match queue_mode {
+        QueueMode::Strict => None,
+        QueueMode::Backfill => backfill(queue, running, load, mode, threshold),
+    }
+}
+
+/// Returns the waiting jobs of `queue` that an admission poll reconciles (arguments as for
+/// [`admission_by`]): the one that may start now ([`next_to_start_by`]), and the first in queue
+/// order whose status message is not the one [`admission_by`] gives it (or that has no status
+/// yet). Any other waiting job would only be told again why it waits, so it is left alone: a
+/// long queue then costs no reconciles while nothing changes, and after the queue moves, the
+/// messages catch up one job per poll instead of in a burst that would delay the reconciles of
+/// running jobs.
+pub fn polled<'a>(
+    queue_mode: QueueMode,
+    queue: &[&'a ScavengerJob],
+    running: &[&ScavengerJob],
+    load: &ClusterLoad,
+    mode: UseMode,
+    threshold: f64,
+) -> Vec<&'a ScavengerJob> {
+    let start = next_to_start_by(queue_mode, queue, running, load, mode, threshold);
+    let Some(head) = queue.first() else {
+        return Vec::new();
+    };
+    let head_use = load.use_with(mode, &run_requests(head));
+    // The message `admission_by` gives each job but the one that starts.
+    let out_of_date = queue.iter().enumerate().find(|&(position, j)| {
+        if start.is_some_and(|s| std::ptr::eq(s, *j)) {
+            return false;
+        }
+        let why = if position == 0 {
+            waiting_for_room(head_use, threshold)
+        } else {
+            waiting_for_turn(position)
+        };
+        j.status.as_ref().is_none_or(|s| s.message != why)
+    });
+    start
+        .into_iter()
+        .chain(out_of_date.map(|(_, j)| *j))
+        .collect()
 }
 
 // === reconcile ===

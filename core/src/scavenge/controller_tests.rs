@@ -505,6 +505,165 @@ fn backfill_takes_the_first_job_in_queue_order_that_fits_beside_the_head() {
 }
 
 #[test]
+fn next_to_start_by_is_the_one_job_admission_by_starts() {
+    // The backfill fixtures above, over loads from empty to full, both modes, with and without
+    // running jobs: the poll's pick and each job's own admission never disagree.
+    let head = interrupted_at("head", 6, 100);
+    let mut wide = interrupted_at("wide", 6, 100);
+    wide.metadata.creation_timestamp = Some(Time(at(6)));
+    let small_a = sized(waiting("small-a", 0, "2026-01-01T00:00:07Z"), 2);
+    let small_b = sized(waiting("small-b", 0, "2026-01-01T00:00:08Z"), 2);
+    let jobs = [head, wide, small_a, small_b];
+    let q = queue(&jobs);
+    let elder = running_since("elder", 4, 50, 0);
+    let jumper = running_since("jumper", 2, 200, 0);
+    for queue_mode in [QueueMode::Strict, QueueMode::Backfill] {
+        for running in [&[][..], &[&elder][..], &[&elder, &jumper][..]] {
+            for tenths in 0..=100 {
+                let load = load(f64::from(tenths) / 10.0, None);
+                let pick =
+                    next_to_start_by(queue_mode, &q, running, &load, UseMode::Requested, 0.7);
+                let started: Vec<&str> = q
+                    .iter()
+                    .filter(|j| {
+                        admission_by(queue_mode, j, &q, running, &load, UseMode::Requested, 0.7)
+                            == Admission::Start
+                    })
+                    .map(|j| j.metadata.name.as_deref().unwrap())
+                    .collect();
+                let picked: Vec<&str> = pick
+                    .iter()
+                    .map(|j| j.metadata.name.as_deref().unwrap())
+                    .collect();
+                assert_eq!(
+                    picked,
+                    started,
+                    "{queue_mode:?}, {tenths}, {}",
+                    running.len()
+                );
+            }
+        }
+    }
+    assert!(
+        next_to_start_by(
+            QueueMode::Backfill,
+            &[],
+            &[],
+            &load(0.0, None),
+            UseMode::Requested,
+            0.7
+        )
+        .is_none()
+    );
+}
+
+/// `j` with the status message `message`.
+fn told(mut j: ScavengerJob, message: &str) -> ScavengerJob {
+    j.status.get_or_insert_with(Default::default).message = message.into();
+    j
+}
+
+#[test]
+fn a_poll_looks_only_at_the_job_that_may_start_and_the_first_told_something_out_of_date() {
+    // Four jobs of 1 CPU behind ordinary demand of 6.5 (of 10, threshold 7): none fits, and
+    // each already says why it waits, so a poll reconciles none of them.
+    let names = ["a", "b", "c", "d"];
+    let current = |position: usize| match position {
+        0 => "waiting for room: cluster use would be 75% with this job, over the 70% threshold"
+            .to_owned(),
+        1 => "waiting for its turn: 1 ScavengerJob ahead in the queue".to_owned(),
+        n => format!("waiting for its turn: {n} ScavengerJobs ahead in the queue"),
+    };
+    let job = |i: usize| {
+        told(
+            waiting(names[i], 0, &format!("2026-01-01T00:00:0{i}Z")),
+            &current(i),
+        )
+    };
+    let jobs: Vec<ScavengerJob> = (0..4).map(job).collect();
+    let q = queue(&jobs);
+    let poll = |q: &[&ScavengerJob], queue_mode, requested: f64| -> Vec<String> {
+        polled(
+            queue_mode,
+            q,
+            &[],
+            &load(requested, None),
+            UseMode::Requested,
+            0.7,
+        )
+        .iter()
+        .map(|j| j.name_any())
+        .collect()
+    };
+    assert!(poll(&q, QueueMode::Strict, 6.5).is_empty());
+    assert!(poll(&q, QueueMode::Backfill, 6.5).is_empty(), "none fits");
+    // Room for the head: it alone, as its own admission says (its message is not looked at).
+    assert_eq!(poll(&q, QueueMode::Strict, 5.0), ["a"]);
+    // Each message is what the job's own admission gives it.
+    for (j, message) in q.iter().zip(0..4) {
+        assert_eq!(
+            admission(j, &q, &load(6.5, None), UseMode::Requested, 0.7),
+            Admission::Wait(current(message))
+        );
+    }
+
+    // Out of date (the head's use changed, a job ahead left, or no status yet): only the
+    // first such job in queue order, beside the one that may start.
+    assert_eq!(
+        poll(&q, QueueMode::Strict, 6.4),
+        ["a"],
+        "74%: the head's message"
+    );
+    let mut moved = jobs.clone();
+    moved[2] = told(moved[2].clone(), &current(3));
+    moved[3] = told(moved[3].clone(), &current(2));
+    let q = queue(&moved);
+    assert_eq!(poll(&q, QueueMode::Strict, 6.5), ["c"]);
+    assert_eq!(poll(&q, QueueMode::Strict, 5.0), ["a", "c"]);
+    let mut fresh = jobs.clone();
+    fresh[3].status = None;
+    let q = queue(&fresh);
+    assert_eq!(poll(&q, QueueMode::Strict, 6.5), ["d"]);
+    // The job that starts is polled for its start, not twice.
+    let mut head_fits = jobs.clone();
+    head_fits[0] = told(head_fits[0].clone(), "");
+    let q = queue(&head_fits);
+    assert_eq!(poll(&q, QueueMode::Strict, 5.0), ["a"]);
+    assert!(poll(&[], QueueMode::Backfill, 0.0).is_empty());
+}
+
+#[test]
+fn a_backfill_poll_looks_at_the_job_that_may_start_behind_the_head() {
+    let head = interrupted_at("head", 6, 100);
+    let small = sized(waiting("small", 0, "2026-01-01T00:00:07Z"), 2);
+    let elder = running_since("elder", 4, 50, 0);
+    let room = "waiting for room: cluster use would be 80% with this job, over the 70% threshold";
+    let jobs = [
+        told(head, room),
+        told(
+            small,
+            "waiting for its turn: 1 ScavengerJob ahead in the queue",
+        ),
+    ];
+    let q = queue(&jobs);
+    let poll = |queue_mode| -> Vec<String> {
+        polled(
+            queue_mode,
+            &q,
+            &[&elder],
+            &load(5.0, None),
+            UseMode::Requested,
+            0.7,
+        )
+        .iter()
+        .map(|j| j.name_any())
+        .collect()
+    };
+    assert_eq!(poll(QueueMode::Backfill), ["small"]);
+    assert!(poll(QueueMode::Strict).is_empty());
+}
+
+#[test]
 fn a_job_waits_since_its_last_interruption_run_or_creation() {
     let fresh = waiting("fresh", 0, "2026-01-01T00:00:07Z");
     assert_eq!(waiting_since(&fresh), Some(at(7)));
