@@ -32,7 +32,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use serde::de::IgnoredAny;
 use telemesh_coordinator::extender::pods::ScavengerPods;
-use telemesh_coordinator::extender::reward::RewardSettings;
+use telemesh_coordinator::extender::settings::RewardSettings;
 use telemesh_coordinator::extender::unsaved::ScavengerVictims;
 use telemesh_coordinator::extender::{Extender, Settings};
 use telemesh_coordinator::policies::{PolicyCache, PolicySet};

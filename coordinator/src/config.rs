@@ -10,9 +10,10 @@ use telemesh_core::policy::Unknown;
 
 use crate::actions::auth::AuthMode;
 use crate::extender::http::{Paths, TlsFiles};
-use crate::extender::reward::RewardSettings;
+use crate::extender::settings::RewardSettings;
 use crate::extender::unsaved::ScavengerVictims;
 use crate::extender::{Settings, UnknownScore};
+use crate::scavenge::{ScavengerArgs, Settings as ScavengerSettings};
 use crate::view::ViewConfig;
 
 /// `telemesh-coordinator` flags.
@@ -203,7 +204,7 @@ pub struct Config {
     /// The action executor.
     pub executor: crate::actions::executor::Settings,
     /// The ScavengerJob controller.
-    pub scavengers: crate::scavenge::Settings,
+    pub scavengers: ScavengerSettings,
     /// Deadlines and rate limits of the HTTP doors.
     pub doors: crate::doors::DoorArgs,
 }
@@ -242,6 +243,47 @@ pub enum ConfigError {
         /// The range, in words.
         expected: &'static str,
     },
+}
+
+/// The scavenger flags checked here, with the others: the scavenger controller takes
+/// [`crate::scavenge::Settings`] as given.
+impl TryFrom<ScavengerArgs> for ScavengerSettings {
+    type Error = ConfigError;
+
+    fn try_from(a: ScavengerArgs) -> Result<Self, Self::Error> {
+        if !(0.0..=1.0).contains(&a.scavenger_threshold) {
+            return Err(ConfigError::OutOfRange {
+                flag: "scavenger-threshold",
+                value: a.scavenger_threshold,
+                expected: "between 0 and 1",
+            });
+        }
+        for (flag, d) in [
+            (
+                "scavenger-admission-interval",
+                a.scavenger_admission_interval,
+            ),
+            (
+                "scavenger-unschedulable-timeout",
+                a.scavenger_unschedulable_timeout,
+            ),
+            ("scavenger-start-timeout", a.scavenger_start_timeout),
+        ] {
+            if d.is_zero() {
+                return Err(ConfigError::ZeroDuration(flag));
+            }
+        }
+        Ok(Self {
+            enabled: a.scavengers,
+            threshold: a.scavenger_threshold,
+            mode: a.scavenger_use,
+            queue: a.scavenger_queue,
+            unschedulable_timeout: a.scavenger_unschedulable_timeout,
+            start_timeout: a.scavenger_start_timeout,
+            admission_interval: a.scavenger_admission_interval,
+            check_secrets: a.scavenger_check_secrets,
+        })
+    }
 }
 
 impl TryFrom<Cli> for Config {
@@ -365,7 +407,7 @@ impl TryFrom<Cli> for Config {
             shutdown_grace: cli.shutdown_grace,
             leader: cli.leader.into(),
             executor: cli.executor.into(),
-            scavengers: crate::scavenge::Settings::try_from(cli.scavengers)?,
+            scavengers: ScavengerSettings::try_from(cli.scavengers)?,
             doors: cli.doors,
         })
     }

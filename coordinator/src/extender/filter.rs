@@ -17,8 +17,8 @@ use telemesh_core::policy::{Metrics, Policy, Reading, RuleSet, StrategyKind, Unk
 
 use std::sync::Arc;
 
-use super::Settings;
 use super::parse::Candidates;
+use super::settings::Settings;
 use crate::view::{ColumnReadings, MetricColumn, Snapshot};
 
 /// Which candidates a filter kept and which it removed, by index into the candidates.

@@ -27,62 +27,25 @@ pub mod pods;
 pub mod preempt;
 pub mod prioritize;
 pub mod reward;
+pub mod settings;
 pub mod unsaved;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
-use std::time::Duration;
 
 use telemesh_core::extender::{ExtenderFilterResult, ExtenderPreemptionArgs};
-use telemesh_core::policy::{Policy, Unknown};
+use telemesh_core::policy::Policy;
 
 use self::filter::FilterDecision;
 use self::parse::{Candidates, NodeName, ParseError};
 use self::pods::ScavengerPods;
 use self::preempt::{KeepVictims, RankEffect, VictimRanker};
-use self::reward::RewardSettings;
+pub use self::settings::{Settings, UnknownScore};
 use self::unsaved::{ScavengerVictims, UnsavedWork};
 use crate::actions::placements::Placements;
 use crate::metrics::{Outcome, RewardEffect};
 use crate::policies::PolicyCache;
 use crate::view::{ClusterView, Snapshot};
-
-/// What scores unknown nodes get in prioritize.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
-pub enum UnknownScore {
-    /// The mean of the known scores: neither favoured nor penalised (the default).
-    #[default]
-    Neutral,
-    /// Zero: nodes without fresh telemetry come last.
-    Zero,
-}
-
-/// How the verbs treat telemetry.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Settings {
-    /// Age beyond which a metric is unknown.
-    pub stale_after: Duration,
-    /// What an unknown metric counts as in filter.
-    pub unknown: Unknown,
-    /// What an unknown node scores in prioritize.
-    pub unknown_score: UnknownScore,
-    /// How rewards score, blend and filter.
-    pub rewards: RewardSettings,
-    /// How preempt treats scavenger victims.
-    pub scavenger_victims: ScavengerVictims,
-}
-
-impl Default for Settings {
-    fn default() -> Self {
-        Self {
-            stale_after: Duration::from_secs(45),
-            unknown: Unknown::NotViolating,
-            unknown_score: UnknownScore::Neutral,
-            rewards: RewardSettings::default(),
-            scavenger_victims: ScavengerVictims::default(),
-        }
-    }
-}
 
 /// What [`Extender::refuse`] decided, with what it means for metrics.
 struct Refused {

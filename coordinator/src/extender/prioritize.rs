@@ -7,7 +7,7 @@ use telemesh_core::policy::score::{self, MAX_SCORE};
 use telemesh_core::policy::{Metrics, Reading};
 
 use super::parse::Candidates;
-use super::{Settings, UnknownScore};
+use super::settings::{Settings, UnknownScore};
 use crate::view::{EntryReadings, NodeEntry, Snapshot, reading_of};
 
 /// Scores every candidate for `rule` at `now_ms`; unknown nodes (stale, missing, or not in the

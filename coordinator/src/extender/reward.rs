@@ -17,29 +17,6 @@ use super::filter::FilterDecision;
 use super::parse::Candidates;
 use crate::view::{NodeEntry, RewardColumn, Snapshot};
 
-/// How the extender uses rewards.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct RewardSettings {
-    /// Decay, cap and exploration of the estimates.
-    pub model: RewardModel,
-    /// The reward score's share of a blended prioritize score, 0..=1 (the telemetry score has
-    /// the rest).
-    pub weight: f64,
-    /// When set, filter drops the nodes whose reward for the pod's type is confidently below
-    /// this (0..=1).
-    pub floor: Option<f64>,
-}
-
-impl Default for RewardSettings {
-    fn default() -> Self {
-        Self {
-            model: RewardModel::default(),
-            weight: 0.5,
-            floor: None,
-        }
-    }
-}
-
 /// Returns the reward score of `estimate` at `now_ms`: `round(10 × model.score)`, in 0..=10;
 /// 10 for anything at or above the neutral prior, and for an unseen node.
 #[inline]

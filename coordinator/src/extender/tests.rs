@@ -647,7 +647,8 @@ mod rewards {
     //! namespace, so the same pod can also link to the policy).
 
     use super::*;
-    use crate::extender::reward::{self, RewardSettings};
+    use crate::extender::reward;
+    use crate::extender::settings::RewardSettings;
     use telemesh_core::reward::{Estimate, RewardModel};
 
     const TYPE: &str = "health-metric-demo/D";

@@ -19,8 +19,6 @@ use telemesh_core::cli::parse_duration;
 use telemesh_core::scavenge::controller::{QueueMode, UseMode};
 use telemesh_core::scavenge::crd::Phase;
 
-use crate::config::ConfigError;
-
 pub use reconcile::{Parts, run};
 
 /// ScavengerJob controller flags.
@@ -86,45 +84,6 @@ pub struct Settings {
     pub admission_interval: Duration,
     /// Whether Secrets are checked.
     pub check_secrets: bool,
-}
-
-impl TryFrom<ScavengerArgs> for Settings {
-    type Error = ConfigError;
-
-    fn try_from(a: ScavengerArgs) -> Result<Self, Self::Error> {
-        if !(0.0..=1.0).contains(&a.scavenger_threshold) {
-            return Err(ConfigError::OutOfRange {
-                flag: "scavenger-threshold",
-                value: a.scavenger_threshold,
-                expected: "between 0 and 1",
-            });
-        }
-        for (flag, d) in [
-            (
-                "scavenger-admission-interval",
-                a.scavenger_admission_interval,
-            ),
-            (
-                "scavenger-unschedulable-timeout",
-                a.scavenger_unschedulable_timeout,
-            ),
-            ("scavenger-start-timeout", a.scavenger_start_timeout),
-        ] {
-            if d.is_zero() {
-                return Err(ConfigError::ZeroDuration(flag));
-            }
-        }
-        Ok(Self {
-            enabled: a.scavengers,
-            threshold: a.scavenger_threshold,
-            mode: a.scavenger_use,
-            queue: a.scavenger_queue,
-            unschedulable_timeout: a.scavenger_unschedulable_timeout,
-            start_timeout: a.scavenger_start_timeout,
-            admission_interval: a.scavenger_admission_interval,
-            check_secrets: a.scavenger_check_secrets,
-        })
-    }
 }
 
 /// A phase as a label value.

@@ -24,7 +24,7 @@ use telemesh_core::action::placement::{
 };
 use tokio::sync::watch;
 
-use super::Failure;
+use super::failure::Failure;
 
 /// The annotation the ReplicaSet controller ranks pods by when it scales down.
 pub const POD_DELETION_COST: &str = "controller.kubernetes.io/pod-deletion-cost";

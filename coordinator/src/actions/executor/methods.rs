@@ -25,9 +25,10 @@ use telemesh_core::action::{
 
 use crate::actions::fit;
 
+use super::Context;
 use super::cluster::{self, ScaleOutcome};
+use super::failure::Failure;
 use super::record::Record;
-use super::{Context, Failure};
 
 /// Runs `request`; `Ok` is the success message.
 pub async fn run(

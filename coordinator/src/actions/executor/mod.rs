@@ -6,6 +6,7 @@
 //! conflict anyway: each carries the resourceVersion it read).
 
 pub mod cluster;
+pub mod failure;
 pub mod methods;
 pub mod queue;
 pub mod record;
@@ -32,45 +33,10 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+pub use self::failure::Failure;
 use self::record::Record;
 use super::callback;
 use super::placements::Placements;
-
-/// Why a step or an action could not go on.
-#[derive(Debug, Clone, thiserror::Error)]
-pub enum Failure {
-    /// An API call failed; the action is retried (its done steps are skipped).
-    #[error("{0}")]
-    Api(String),
-    /// Another writer changed the action: this executor is no longer its owner.
-    #[error("{0}")]
-    LostOwnership(String),
-    /// Something the action names does not exist.
-    #[error("{0}")]
-    NotFound(String),
-    /// The action cannot apply to what it names.
-    #[error("{0}")]
-    Unsupported(String),
-    /// Someone else changed what the action was changing.
-    #[error("{0}")]
-    Conflict(String),
-    /// The cluster refused (the node cannot take the pod, ...).
-    #[error("{0}")]
-    Refused(String),
-    /// A wait ran out.
-    #[error("{0}")]
-    Timeout(String),
-    /// The action was undone.
-    #[error("{0}")]
-    RolledBack(String),
-}
-
-impl Failure {
-    /// Whether the action ends with this failure (else it is retried later).
-    pub fn is_final(&self) -> bool {
-        !matches!(self, Self::Api(_) | Self::LostOwnership(_))
-    }
-}
 
 /// Executor flags.
 #[derive(Debug, Clone, clap::Args)]

@@ -9,7 +9,7 @@ use telemesh_core::action::{
     ActionPhase, ObjectRef, ReplicaChange, Step, StepState, WorkloadAction, WorkloadActionStatus,
 };
 
-use super::Failure;
+use super::failure::Failure;
 
 /// Now, as stored in status (RFC 3339, microseconds).
 pub fn now() -> String {
