@@ -41,15 +41,6 @@ impl MeshEnv for SimEnv {
     }
 }
 
-impl MeshEnv for crate::real::RealEnv {
-    fn kubeconfig(&self) -> &Path {
-        &self.kubeconfig
-    }
-    fn dir(&self) -> &Path {
-        crate::real::RealEnv::dir(self)
-    }
-}
-
 /// How long a mesh may take to come up or to show a scripted change.
 pub const MESH_WAIT: Duration = Duration::from_secs(60);
 

@@ -19,7 +19,7 @@ use telemesh_sim::cluster::workload::Workloads;
 use telemesh_sim::control_plane::{ControlPlane, ControlPlaneConfig, binaries};
 use tokio_util::sync::CancellationToken;
 
-use crate::mesh::MeshEnv as _;
+use crate::mesh::MeshEnv;
 use crate::{Kubectl, eventually};
 
 /// How long kube-controller-manager may take to give a new namespace its `default`
@@ -163,5 +163,14 @@ impl RealEnv {
         self.plane
             .start_scheduler(&config)
             .expect("starting kube-scheduler");
+    }
+}
+
+impl MeshEnv for RealEnv {
+    fn kubeconfig(&self) -> &Path {
+        &self.kubeconfig
+    }
+    fn dir(&self) -> &Path {
+        RealEnv::dir(self)
     }
 }

@@ -16,6 +16,7 @@ mod binaries;
 mod ports;
 mod real;
 mod rewards;
+mod secret_file;
 mod startup;
 mod story;
 
@@ -288,7 +289,7 @@ pub async fn run(args: DevArgs) -> anyhow::Result<bool> {
 
         let keys = dir.join("gossip.keys");
         let key_line = Keyring::generate_line()?;
-        write_secret(&keys, &format!("{key_line}\n"))?;
+        secret_file::write(&keys, &format!("{key_line}\n"))?;
         let identities = match (&plane_slot, &chart) {
             (Some(plane), Some(chart)) => {
                 let pods = install_telemesh(&story, &client, chart, &key_line, &nodes, COORDINATORS).await?;
@@ -662,19 +663,6 @@ fn prepare_dir(dir: &Path) -> anyhow::Result<PathBuf> {
     std::fs::create_dir_all(dir.join("logs"))
         .with_context(|| format!("creating {}", dir.display()))?;
     std::path::absolute(dir).with_context(|| format!("resolving {}", dir.display()))
-}
-
-fn write_secret(path: &Path, text: &str) -> anyhow::Result<()> {
-    use std::io::Write as _;
-    use std::os::unix::fs::OpenOptionsExt as _;
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(path)
-        .and_then(|mut f| f.write_all(text.as_bytes()))
-        .with_context(|| format!("writing {}", path.display()))
 }
 
 fn extender_address(config: &SchedulerConfiguration) -> anyhow::Result<SocketAddr> {

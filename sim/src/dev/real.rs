@@ -462,7 +462,7 @@ impl Credential {
             &plane.kubeconfig_yaml_with_token("replaced"),
             &self.token_file,
         )?;
-        super::write_secret(&self.kubeconfig, &yaml)
+        super::secret_file::write(&self.kubeconfig, &yaml)
     }
 
     /// Replaces the token file with a fresh token.
@@ -480,7 +480,7 @@ impl Credential {
         }
         // Through a rename: a client re-reading the file never sees half a token.
         let tmp = self.token_file.with_extension("tmp");
-        super::write_secret(&tmp, &token)?;
+        super::secret_file::write(&tmp, &token)?;
         std::fs::rename(&tmp, &self.token_file)
             .with_context(|| format!("replacing {}", self.token_file.display()))
     }
