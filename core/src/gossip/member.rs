@@ -27,7 +27,7 @@ use super::AbortOnDrop;
 use super::clock::{ClusterClock, LocalClock};
 use super::groups::{self, MetricEncoding};
 use super::keyring::Keyring;
-use super::membership::Membership;
+use super::membership::{MemberId, Membership, MembershipEvent};
 use super::published::{Published, Write};
 use super::relay::{Protection, RelayConfig, RelayTransport, TransportCounters, TransportStats};
 use super::schema::{self, NodeState, Role, SchemaError, StateKey};
@@ -245,37 +245,6 @@ impl GossipError {
     }
 }
 
-/// Who a member is: node name, generation (one per start) and gossip address.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct MemberId {
-    /// Kubernetes node name (agents) or replica name (observers).
-    pub node_name: Arc<str>,
-    /// Start generation.
-    pub generation: u64,
-    /// Address peers gossip with.
-    pub gossip_addr: SocketAddr,
-}
-
-impl From<&ChitchatId> for MemberId {
-    fn from(id: &ChitchatId) -> Self {
-        Self {
-            node_name: id.node_id.clone(),
-            generation: id.generation_id,
-            gossip_addr: id.gossip_advertise_addr,
-        }
-    }
-}
-
-impl fmt::Display for MemberId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{}#{}@{}",
-            self.node_name, self.generation, self.gossip_addr
-        )
-    }
-}
-
 /// Whether a member is up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Liveness {
@@ -298,22 +267,6 @@ pub struct Member {
     pub is_self: bool,
     /// What it published, as far as this schema understands it.
     pub state: NodeState,
-}
-
-/// A change in the set of live members or in one member's keys.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum MembershipEvent {
-    /// A member became live.
-    Joined(MemberId),
-    /// A live member published new keys.
-    Updated(MemberId),
-    /// A member stopped being live: it left cleanly (`left`) or the failure detector gave up.
-    Departed {
-        /// Who.
-        id: MemberId,
-        /// Whether it announced leaving.
-        left: bool,
-    },
 }
 
 /// A key change seen by [`GossipMember::on_key_change`].

@@ -10,12 +10,61 @@
 //! that read plus the events kept it live.
 
 use std::collections::HashMap;
+use std::fmt;
+use std::net::SocketAddr;
+use std::sync::Arc;
 
 use chitchat::{Chitchat, ChitchatId};
 use tokio::sync::broadcast;
 
-use super::member::MembershipEvent;
 use super::schema::StateKey;
+
+/// Who a member is: node name, generation (one per start) and gossip address.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct MemberId {
+    /// Kubernetes node name (agents) or replica name (observers).
+    pub node_name: Arc<str>,
+    /// Start generation.
+    pub generation: u64,
+    /// Address peers gossip with.
+    pub gossip_addr: SocketAddr,
+}
+
+impl From<&ChitchatId> for MemberId {
+    fn from(id: &ChitchatId) -> Self {
+        Self {
+            node_name: id.node_id.clone(),
+            generation: id.generation_id,
+            gossip_addr: id.gossip_advertise_addr,
+        }
+    }
+}
+
+impl fmt::Display for MemberId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}#{}@{}",
+            self.node_name, self.generation, self.gossip_addr
+        )
+    }
+}
+
+/// A change in the set of live members or in one member's keys.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MembershipEvent {
+    /// A member became live.
+    Joined(MemberId),
+    /// A live member published new keys.
+    Updated(MemberId),
+    /// A member stopped being live: it left cleanly (`left`) or the failure detector gave up.
+    Departed {
+        /// Who.
+        id: MemberId,
+        /// Whether it announced leaving.
+        left: bool,
+    },
+}
 
 /// The live, non-leaving members as last reported, with their max versions.
 pub(crate) struct Membership {

@@ -25,8 +25,9 @@ pub use clock::{ClusterClock, LocalClock};
 pub use keyring::{Keyring, KeyringError};
 pub use member::{
     GossipConfig, GossipError, GossipMember, HeldKeys, KeyChange, KeySubscription, Liveness,
-    Member, MemberId, MembershipEvent, Security,
+    Member, Security,
 };
+pub use membership::{MemberId, MembershipEvent};
 pub use relay::{DropReason, RelayConfig, TransportCounters, TransportStats};
 pub use replay::ReplayConfig;
 pub use schema::{MetricValue, NodeState, Role, SCHEMA_VERSION, StateKey};
