@@ -34,11 +34,9 @@
 
 use std::collections::BTreeMap;
 
-use super::schema::{MAX_VALUE_LEN, MetricValue, Role, format_f64};
+pub use super::schema::GROUP_PREFIX;
+use super::schema::{self, MAX_VALUE_LEN, MetricValue, Role, format_f64};
 use crate::metric::MetricName;
-
-/// The key prefix of metric groups.
-pub const GROUP_PREFIX: &str = "M:";
 
 /// The schema version that reads metric groups.
 pub const GROUPS_SINCE: u32 = 2;
@@ -128,27 +126,10 @@ pub enum GroupError {
     BadValue(String),
 }
 
-/// The prefix a group key's rest (after `M:`) names.
+/// The prefix a group key's rest (after `M:`) names ([`schema::group_family`], with the
+/// error).
 pub fn parse_group_rest(rest: &str) -> Result<&str, GroupError> {
-    let bad = || GroupError::BadKey(rest.chars().take(64).collect());
-    let prefix = match rest.split_once('#') {
-        Some((prefix, chunk)) if !chunk.is_empty() && chunk.bytes().all(|b| b.is_ascii_digit()) => {
-            prefix
-        }
-        Some(_) => return Err(bad()),
-        None => rest,
-    };
-    match prefix {
-        "*" => Ok(""),
-        "" => Err(bad()),
-        p if p
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b':') =>
-        {
-            Ok(p)
-        }
-        _ => Err(bad()),
-    }
+    schema::group_family(rest).ok_or_else(|| GroupError::BadKey(rest.chars().take(64).collect()))
 }
 
 /// Decodes a group value under `prefix` into full metric names and stamped values. All or

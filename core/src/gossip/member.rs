@@ -30,8 +30,9 @@ use super::keyring::Keyring;
 use super::membership::{MemberId, Membership, MembershipEvent};
 use super::published::{Published, Write};
 use super::relay::{Protection, RelayConfig, RelayTransport, TransportCounters, TransportStats};
-use super::schema::{self, NodeState, Role, SchemaError, StateKey};
+use super::schema::{self, Role, SchemaError, StateKey};
 use super::seal::{Sealer, V1Frames};
+use super::state::NodeState;
 use crate::metric::{MetricName, Sample};
 
 /// Peers a leaving member pushes its `leaving` key to.

@@ -20,6 +20,7 @@ pub mod relay;
 pub mod replay;
 pub mod schema;
 pub mod seal;
+pub mod state;
 
 pub use clock::{ClusterClock, LocalClock};
 pub use keyring::{Keyring, KeyringError};
@@ -30,8 +31,9 @@ pub use member::{
 pub use membership::{MemberId, MembershipEvent};
 pub use relay::{DropReason, RelayConfig, TransportCounters, TransportStats};
 pub use replay::ReplayConfig;
-pub use schema::{MetricValue, NodeState, Role, SCHEMA_VERSION, StateKey};
+pub use schema::{MetricValue, Role, SCHEMA_VERSION, StateKey};
 pub use seal::V1Frames;
+pub use state::NodeState;
 
 /// Aborts a task when dropped, so no task outlives its owner.
 pub(crate) struct AbortOnDrop(pub(crate) tokio::task::JoinHandle<()>);
