@@ -6,7 +6,7 @@
 //! kube-controller-manager's own Job, ReplicaSet, Deployment and garbage collector do.
 //!
 //! Tests that run a scenario on both backends take the kubeconfig and the directory through
-//! [`MeshEnv`](crate::mesh::MeshEnv), which both implement.
+//! [`MeshEnv`], which both implement.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
