@@ -16,6 +16,7 @@ use telemesh_core::metric::{MetricName, Sample};
 use telemesh_core::pod::PodFigures;
 use telemesh_core::policy::{TASPolicy, Unknown};
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument as _;
 
 use crate::collect::prom::{ImportRule, parse_exposition};
 use crate::collect::{Collection, Collector, CollectorConfig, PodRef};
@@ -87,8 +88,12 @@ pub async fn run(inputs: Inputs, stop: CancellationToken) {
             _ = stop.cancelled() => break,
             _ = tick.tick() => {}
         }
+        // One span per tick; false: the collector or gossip is gone, and the loop ends.
+        let go_on = async {
         let started = std::time::Instant::now();
-        let Some(c) = collector.take() else { break };
+        let Some(c) = collector.take() else {
+            return false;
+        };
         let (c, mut collection) = sample(c, &inputs).await;
         collector = Some(c);
         if !inputs.prometheus_endpoints.is_empty() {
@@ -123,7 +128,9 @@ pub async fn run(inputs: Inputs, stop: CancellationToken) {
         *inputs.latest_samples.write() =
             Some((SystemTime::now(), std::mem::take(&mut collection.samples)));
         let guard = inputs.gossip.lock().await;
-        let Some(member) = guard.as_ref() else { break };
+        let Some(member) = guard.as_ref() else {
+            return false; // gossip shut down
+        };
         let clock = member.clock();
         publish(
             member,
@@ -158,6 +165,13 @@ pub async fn run(inputs: Inputs, stop: CancellationToken) {
             ready = true;
             inputs.http.ready.store(true, Ordering::Relaxed);
             tracing::info!(node.name = %inputs.node_name, "agent ready");
+        }
+            true
+        }
+        .instrument(tracing::info_span!("collection_tick", node.name = %inputs.node_name))
+        .await;
+        if !go_on {
+            break;
         }
     }
 }

@@ -41,6 +41,7 @@ use telemesh_core::gossip::{GossipMember, StateKey};
 use telemesh_core::policy::crd::NodeViolation;
 use telemesh_core::policy::{NodeReadings, POLICY_LINK_LABEL, Policy, TASPolicy};
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument as _;
 
 use crate::api_backoff::{self, SharedApiBackoff};
 use crate::config::PolicyConfig;
@@ -149,6 +150,8 @@ pub async fn run(inputs: Inputs, stop: CancellationToken) {
         let Some((at, latest)) = samples.read().clone() else {
             continue; // nothing collected yet
         };
+        // One span per pass: its events carry the node.
+        async {
         let state = node_state(&latest, at);
         let readings = NodeReadings {
             state: &state,
@@ -299,6 +302,9 @@ pub async fn run(inputs: Inputs, stop: CancellationToken) {
                 }
             }
         }
+        }
+        .instrument(tracing::info_span!("policy_pass", node.name = %node_name))
+        .await;
     }
 }
 

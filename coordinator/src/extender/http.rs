@@ -105,6 +105,9 @@ fn serve(
     body: Result<Bytes, BytesRejection>,
     handle: impl FnOnce(&Extender, &[u8]) -> Handled,
 ) -> Response {
+    // One span per call, at debug: on the scheduler's hot path a disabled span costs a
+    // level check.
+    let _call = tracing::debug_span!("extender_call", verb = ?verb).entered();
     let started = Instant::now();
     let body = match body {
         Ok(body) => body,

@@ -86,6 +86,7 @@ struct Origin {
 
 /// Resolves `pod` and records it in a `<prefix>Origin` step the first time (detail
 /// `<node>|<kind>/<name>`), so a resuming leader acts on the same pod even after it is gone.
+#[tracing::instrument(name = "action_step", skip_all, fields(step = "resolve_pod"))]
 async fn resolve_pod(
     ctx: &Context,
     rec: &mut Record,
@@ -137,6 +138,7 @@ async fn resolve_pod(
 
 /// Scales `w` up by one with a placement on `node`, and waits for the new pod to run Ready
 /// there. Errors that end the action ([`Failure::is_final`]) leave the undo to the caller.
+#[tracing::instrument(name = "action_step", skip_all, fields(step = "place_new_pod"))]
 async fn place_new_pod(
     ctx: &Context,
     rec: &mut Record,
@@ -302,6 +304,7 @@ fn new_pod_outcome(
 }
 
 /// Undoes [`place_new_pod`]: removes the new pod, if one exists, and restores the count.
+#[tracing::instrument(name = "action_step", skip_all, fields(step = "undo_new_pod"))]
 async fn undo_new_pod(
     ctx: &Context,
     rec: &mut Record,
@@ -373,6 +376,7 @@ async fn undo_new_pod(
 }
 
 /// Removes exactly `pod` from `w` and shrinks `w` by one.
+#[tracing::instrument(name = "action_step", skip_all, fields(step = "remove_pod"))]
 async fn remove_pod(
     ctx: &Context,
     rec: &mut Record,
@@ -506,6 +510,7 @@ async fn remove_pod(
 
 /// Waits until every other pod of `w` is scheduled, Running and Ready and `w` is not rolling
 /// out: only then does the lowest deletion cost decide which pod its ReplicaSet removes.
+#[tracing::instrument(name = "action_step", skip_all, fields(step = "siblings_ready"))]
 async fn siblings_ready(
     ctx: &Context,
     w: &ObjectRef,
@@ -549,6 +554,7 @@ async fn siblings_ready(
 }
 
 /// Move: a new pod on `node`, Ready, then the old pod removed; rolled back on failure.
+#[tracing::instrument(name = "action_step", skip_all, fields(step = "move_pod"))]
 async fn move_pod(
     ctx: &Context,
     rec: &mut Record,
@@ -598,6 +604,7 @@ async fn move_pod(
 }
 
 /// Swap: x moves to y's node, then y to x's; if y's move fails, x is moved back.
+#[tracing::instrument(name = "action_step", skip_all, fields(step = "swap"))]
 async fn swap(ctx: &Context, rec: &mut Record, x: &PodRef, y: &PodRef) -> Result<String, Failure> {
     let ox = resolve_pod(ctx, rec, "x.", x).await?;
     let oy = resolve_pod(ctx, rec, "y.", y).await?;
@@ -660,6 +667,7 @@ fn bind_failure(refusal: fit::BindRefusal) -> Failure {
 }
 
 /// Bind: a pending, unplaced pod bound to `node` (refused when it does not fit), then Ready.
+#[tracing::instrument(name = "action_step", skip_all, fields(step = "bind"))]
 async fn bind(
     ctx: &Context,
     rec: &mut Record,
@@ -770,6 +778,7 @@ async fn bind(
 }
 
 /// Redeploy: the pod is deleted (UID precondition) for its controller to recreate.
+#[tracing::instrument(name = "action_step", skip_all, fields(step = "redeploy"))]
 async fn redeploy(ctx: &Context, rec: &mut Record, pod: &PodRef) -> Result<String, Failure> {
     let existing = rec.status().steps.iter().any(|s| s.name == "DeletePod");
     let b = if existing {
@@ -859,6 +868,7 @@ async fn target_workload(ctx: &Context, target: &ScaleTarget) -> Result<ObjectRe
 
 /// UpdateResources: a strategic-merge patch of the template's container resources (only the
 /// fields given); the rollout follows the workload's strategy, as in WAM.
+#[tracing::instrument(name = "action_step", skip_all, fields(step = "update_resources"))]
 async fn update_resources(
     ctx: &Context,
     rec: &mut Record,
@@ -962,6 +972,7 @@ async fn update_resources(
 
 /// Scale: the replica count set; done when the workload has that many pods (which pods go is
 /// the controller's choice, as in WAM).
+#[tracing::instrument(name = "action_step", skip_all, fields(step = "scale"))]
 async fn scale(
     ctx: &Context,
     rec: &mut Record,

@@ -417,6 +417,7 @@ async fn end_unstarted(ctx: &Context, action: &WorkloadAction, why: &Failure) {
 }
 
 /// Runs one action to its end (or until an interruption it resumes from).
+#[tracing::instrument(skip(ctx), fields(action.namespace = %namespace, action.name = %name))]
 async fn run_action(ctx: &Context, namespace: &str, name: &str) -> Result<(), Failure> {
     let mut rec = Record::load(&ctx.client, namespace, name).await?;
     if rec.action.phase().is_terminal() {
