@@ -42,14 +42,14 @@ pub fn create_nodes(
 ) -> Result<(), crate::apiserver::error::ApiError> {
     for i in 0..count {
         let obj = node_object(&format!("sim-node-{i}"), "8", "32Gi", 110);
-        crate::apiserver::handlers::create_object(
+        crate::apiserver::verbs::create_object(
             server,
             "",
             "v1",
             "nodes",
             None,
             obj,
-            &crate::apiserver::handlers::WriteOptions::internal(),
+            &crate::apiserver::kit::WriteOptions::internal(),
         )?;
     }
     Ok(())

@@ -184,7 +184,7 @@ fn pod(obj: &mut Value) {
             }
         }
     }
-    let qos = super::lifecycle::qos_class(obj.get("spec").unwrap_or(&Value::Null));
+    let qos = qos_class(obj.get("spec").unwrap_or(&Value::Null));
     obj["status"] = json!({"phase": "Pending", "qosClass": qos});
 }
 
@@ -699,9 +699,51 @@ fn priority_level_configuration(obj: &mut Value) {
     }
 }
 
+/// Returns the pod's QoS class: Guaranteed, Burstable or BestEffort, by upstream's rules.
+pub fn qos_class(spec: &Value) -> &'static str {
+    let containers: Vec<&Value> = ["containers", "initContainers"]
+        .iter()
+        .filter_map(|l| spec.get(*l).and_then(Value::as_array))
+        .flatten()
+        .collect();
+    let mut any = false;
+    let mut guaranteed = !containers.is_empty();
+    for c in &containers {
+        let req = c.pointer("/resources/requests").and_then(Value::as_object);
+        let lim = c.pointer("/resources/limits").and_then(Value::as_object);
+        for r in ["cpu", "memory"] {
+            let l = lim.and_then(|m| m.get(r));
+            let q = req.and_then(|m| m.get(r)).or(l);
+            if q.is_some() || l.is_some() {
+                any = true;
+            }
+            if l.is_none() || q != l {
+                guaranteed = false;
+            }
+        }
+    }
+    if !any {
+        "BestEffort"
+    } else if guaranteed {
+        "Guaranteed"
+    } else {
+        "Burstable"
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn qos_classes_follow_upstream_rules() {
+        let be = json!({"containers": [{"name": "a", "image": "x"}]});
+        assert_eq!(qos_class(&be), "BestEffort");
+        let g = json!({"containers": [{"resources": {"limits": {"cpu": "1", "memory": "1Gi"}}}]});
+        assert_eq!(qos_class(&g), "Guaranteed");
+        let b = json!({"containers": [{"resources": {"requests": {"cpu": "1"}}}]});
+        assert_eq!(qos_class(&b), "Burstable");
+    }
 
     fn created(group: &str, kind: &str, mut obj: Value) -> Value {
         let cx = CreateContext {

@@ -9,7 +9,8 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use super::Server;
-use super::handlers::{self, DeleteOptions, Propagation, WriteOptions};
+use super::kit::{DeleteOptions, Propagation, WriteOptions};
+use super::{kit, verbs};
 use crate::registry::{ResourceDef, ResourceId};
 use crate::store::{ObjKey, Stored};
 
@@ -161,7 +162,7 @@ fn release_dependent(
     owner_uid: &str,
     how: Propagation,
 ) {
-    let Some(def) = handlers::storage_def(server, id) else {
+    let Some(def) = kit::storage_def(server, id) else {
         return;
     };
     let Some(dep) = server.store.get(id, key) else {
@@ -188,7 +189,7 @@ fn release_dependent(
                     m.remove("ownerReferences");
                 }
             }
-            handlers::commit_update(
+            verbs::commit_update(
                 server,
                 txn,
                 &def,
@@ -207,7 +208,7 @@ fn release_dependent(
         propagation: Some(Propagation::Background),
         ..Default::default()
     };
-    if let Err(e) = handlers::delete_object(server, &def, ns, &key.name, &opts)
+    if let Err(e) = verbs::delete_object(server, &def, ns, &key.name, &opts)
         && e.code != 404
     {
         tracing::warn!(resource = %id.qualified(), name = %key.name, error = %e.message, "garbage collector could not delete a dependent");
@@ -219,7 +220,7 @@ fn recheck_owner(server: &Arc<Server>, owner_uid: &str) {
     let Some((id, key)) = server.store.locate_uid(owner_uid) else {
         return;
     };
-    let Some(def) = handlers::storage_def(server, &id) else {
+    let Some(def) = kit::storage_def(server, &id) else {
         return;
     };
     let Some(owner) = server.store.get(&id, &key) else {
@@ -247,7 +248,7 @@ fn remove_finalizer(server: &Arc<Server>, def: &Arc<ResourceDef>, key: &ObjKey, 
             .filter(|f| f != finalizer)
             .collect();
         v["metadata"]["finalizers"] = json!(fins);
-        handlers::commit_update(
+        verbs::commit_update(
             server,
             txn,
             def,
@@ -285,8 +286,7 @@ fn empty_namespace(server: &Arc<Server>, ns: &str) {
             .map(|(k, _)| k.name.clone())
             .collect();
         for name in names {
-            let _ =
-                handlers::delete_object(server, &def, Some(ns), &name, &DeleteOptions::default());
+            let _ = verbs::delete_object(server, &def, Some(ns), &name, &DeleteOptions::default());
         }
     }
 }
@@ -354,7 +354,7 @@ fn drop_custom_resources(server: &Arc<Server>, crd: &Value) {
         .unwrap_or_default()
         .to_owned();
     let id = ResourceId::new(&group, &plural);
-    if let Some(def) = handlers::storage_def(server, &id) {
+    if let Some(def) = kit::storage_def(server, &id) {
         let (objs, _) = server.store.snapshot(&id);
         server.store.write(|txn| {
             for k in objs.keys() {

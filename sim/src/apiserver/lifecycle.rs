@@ -9,7 +9,7 @@ use serde_json::{Map, Value, json};
 
 use super::defaults;
 use super::error::{ApiError, ApiResult};
-use super::handlers::FieldValidation;
+use super::kit::FieldValidation;
 use super::patch::{BuiltinListMeta, ListMeta, SchemaListMeta};
 use crate::registry::{ResourceDef, ResourceId};
 use crate::selectors::LabelSelector;
@@ -223,38 +223,6 @@ pub fn prepare_create(
         defaults::apply(&group, &kind, obj, &cx);
     }
     validate_builtin(def, obj, &name)
-}
-
-/// Returns the pod's QoS class: Guaranteed, Burstable or BestEffort, by upstream's rules.
-pub fn qos_class(spec: &Value) -> &'static str {
-    let containers: Vec<&Value> = ["containers", "initContainers"]
-        .iter()
-        .filter_map(|l| spec.get(*l).and_then(Value::as_array))
-        .flatten()
-        .collect();
-    let mut any = false;
-    let mut guaranteed = !containers.is_empty();
-    for c in &containers {
-        let req = c.pointer("/resources/requests").and_then(Value::as_object);
-        let lim = c.pointer("/resources/limits").and_then(Value::as_object);
-        for r in ["cpu", "memory"] {
-            let l = lim.and_then(|m| m.get(r));
-            let q = req.and_then(|m| m.get(r)).or(l);
-            if q.is_some() || l.is_some() {
-                any = true;
-            }
-            if l.is_none() || q != l {
-                guaranteed = false;
-            }
-        }
-    }
-    if !any {
-        "BestEffort"
-    } else if guaranteed {
-        "Guaranteed"
-    } else {
-        "Burstable"
-    }
 }
 
 fn validate_builtin(def: &ResourceDef, obj: &Value, name: &str) -> ApiResult<()> {
@@ -769,16 +737,6 @@ pub fn def_for(reg: &crate::registry::Registry, id: &ResourceId) -> Option<Arc<R
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn qos_classes_follow_upstream_rules() {
-        let be = json!({"containers": [{"name": "a", "image": "x"}]});
-        assert_eq!(qos_class(&be), "BestEffort");
-        let g = json!({"containers": [{"resources": {"limits": {"cpu": "1", "memory": "1Gi"}}}]});
-        assert_eq!(qos_class(&g), "Guaranteed");
-        let b = json!({"containers": [{"resources": {"requests": {"cpu": "1"}}}]});
-        assert_eq!(qos_class(&b), "Burstable");
-    }
 
     #[test]
     fn dns_names_are_checked() {

@@ -13,6 +13,7 @@ pub mod expr;
 pub mod gc;
 pub mod graceful;
 pub mod handlers;
+pub mod kit;
 pub mod lifecycle;
 pub mod openapi;
 pub mod openapi_v2;
@@ -25,6 +26,7 @@ pub mod subresources;
 pub mod table;
 pub mod typed;
 pub mod vap;
+pub mod verbs;
 pub mod watch;
 
 use std::collections::HashMap;
@@ -115,27 +117,27 @@ impl Server {
         });
         for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
             let obj = serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
-            if let Err(e) = handlers::create_object(
+            if let Err(e) = verbs::create_object(
                 &server,
                 "",
                 "v1",
                 "namespaces",
                 None,
                 obj,
-                &handlers::WriteOptions::internal(),
+                &kit::WriteOptions::internal(),
             ) {
                 tracing::error!(namespace = ns, error = %e.message, "cannot create a built-in namespace");
             }
         }
         for pc in priority::system_class_objects() {
-            if let Err(e) = handlers::create_object(
+            if let Err(e) = verbs::create_object(
                 &server,
                 "scheduling.k8s.io",
                 "v1",
                 "priorityclasses",
                 None,
                 pc,
-                &handlers::WriteOptions::internal(),
+                &kit::WriteOptions::internal(),
             ) {
                 tracing::error!(error = %e.message, "cannot create a system PriorityClass");
             }
@@ -199,7 +201,7 @@ async fn dispatch(State(server): State<Arc<Server>>, req: Request) -> Response {
             .into_response();
         }
     };
-    let ctx = handlers::RequestCtx {
+    let ctx = kit::RequestCtx {
         method: parts.method.clone(),
         query,
         headers: parts.headers,
@@ -216,7 +218,7 @@ async fn dispatch(State(server): State<Arc<Server>>, req: Request) -> Response {
 async fn route_request(
     server: &Arc<Server>,
     path: &str,
-    ctx: handlers::RequestCtx,
+    ctx: kit::RequestCtx,
 ) -> ApiResult<Response> {
     let route = request::route(path);
     if !matches!(route, Route::Resource(_)) && ctx.method != Method::GET {
@@ -327,7 +329,7 @@ fn openapi_document(server: &Arc<Server>, group: &str, version: &str) -> Option<
         .read()
         .resources(group, version)
         .iter()
-        .map(|d| handlers::resource_info(d))
+        .map(|d| kit::resource_info(d))
         .collect();
     if infos.is_empty() {
         return None;
@@ -360,7 +362,7 @@ async fn openapi_v2(server: &Arc<Server>) -> ApiResult<Arc<openapi_v2::Served>> 
                 registry
                     .resources(&g, &v)
                     .iter()
-                    .map(|d| handlers::resource_info(d))
+                    .map(|d| kit::resource_info(d))
                     .collect()
             })
             .collect()

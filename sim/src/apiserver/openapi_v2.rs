@@ -673,7 +673,7 @@ fn single(
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::apiserver::handlers::resource_info;
+    use crate::apiserver::kit::resource_info;
     use crate::registry::Registry;
 
     /// Every built-in group version, and a custom resource whose schema has what v2 lacks.

@@ -541,7 +541,7 @@ pub fn merge_patch(target: &Value, patch: &Value) -> Value {
 ///
 /// A patch that is not an array of objects is a 400; an operation that does not apply (a failed
 /// `test`, a missing path, an unknown `op`) is a 422, as the API server answers (which says only
-/// `the server rejected our request ...`: `handlers::json_patch_error`; the reason here is for
+/// `the server rejected our request ...`: `verbs::json_patch_error`; the reason here is for
 /// logs).
 pub fn json_patch(target: &Value, patch: &Value) -> Result<Value, PatchError> {
     let Some(ops) = patch.as_array() else {

@@ -8,7 +8,8 @@ use http::StatusCode;
 use serde_json::{Value, json};
 
 use super::error::{ApiError, ApiResult};
-use super::handlers::{self, DeleteOptions, PatchType, Propagation, WriteOptions, key};
+use super::kit::{DeleteOptions, PatchType, Propagation, WriteOptions, key};
+use super::verbs;
 use super::{Server, json_response, patch, vap};
 use crate::registry::{ResourceDef, ResourceId};
 use crate::selectors::LabelSelector;
@@ -358,7 +359,7 @@ pub fn evict(
     if !opts.dry_run {
         mark_disruption_target(server, def, ns, name, &mut opts)?;
     }
-    handlers::delete_object(server, def, ns, name, &opts)?;
+    verbs::delete_object(server, def, ns, name, &opts)?;
     Ok(success(201))
 }
 
@@ -413,7 +414,7 @@ fn mark_disruption_target(
         None => conditions.push(condition),
     }
     pod["status"]["conditions"] = Value::Array(conditions);
-    let (stored, _) = handlers::update_object(
+    let (stored, _) = verbs::update_object(
         server,
         def,
         ns,
@@ -575,7 +576,7 @@ fn write_scale(
         };
         let mut obj = cur.value();
         set_at(&mut obj, &paths.spec_replicas, json!(replicas));
-        handlers::commit_update(server, txn, def, &k, &cur, obj, None, opts).map(|(s, _)| s)
+        verbs::commit_update(server, txn, def, &k, &cur, obj, None, opts).map(|(s, _)| s)
     })?;
     Ok(json_response(
         StatusCode::OK,
@@ -611,7 +612,7 @@ pub fn patch_scale(
         ns,
         name,
         |cur| match ty {
-            PatchType::Json => patch::json_patch(&cur, body).map_err(handlers::json_patch_error),
+            PatchType::Json => patch::json_patch(&cur, body).map_err(verbs::json_patch_error),
             _ => Ok(patch::merge_patch(&cur, body)),
         },
         opts,

@@ -14,7 +14,7 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
 use super::error::{ApiError, ApiResult};
-use super::handlers::{self, OutputFormat, RequestCtx, object_value, resource_info};
+use super::kit::{self, OutputFormat, RequestCtx, object_value, resource_info};
 use super::{Server, table};
 use crate::registry::ResourceDef;
 use crate::store::{Delivery, EventType, WatchError, WatchStart};
@@ -81,7 +81,7 @@ pub fn serve(
     format: OutputFormat,
 ) -> ApiResult<Response> {
     let q = &ctx.query;
-    let filter = handlers::build_filter(def, ns, q)?;
+    let filter = kit::build_filter(def, ns, q)?;
     let bookmarks = matches!(
         q.get("allowWatchBookmarks").map(String::as_str),
         Some("true" | "1")
