@@ -14,9 +14,9 @@ use std::time::{Duration, Instant};
 use criterion::{Criterion, criterion_group, criterion_main};
 use kube::runtime::reflector;
 use kube::runtime::watcher::Event;
-use telemesh_agent::collect::{Collector, CollectorConfig, PodRef};
-use telemesh_agent::publish::{Deadband, Publisher};
-use telemesh_agent::verdict_push::VerdictWatch;
+use telemesh_agent::collection::collect::{Collector, CollectorConfig, PodRef};
+use telemesh_agent::collection::publish::{Deadband, Publisher};
+use telemesh_agent::collection::verdict_push::VerdictWatch;
 use telemesh_core::policy::{TASPolicy, Unknown};
 use telemesh_core::testing::copy_tree;
 

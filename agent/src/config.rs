@@ -9,7 +9,7 @@ use telemesh_core::cli::{CommonArgs, GossipArgs, RewardModelArgs, parse_duration
 use telemesh_core::policy::Unknown;
 use telemesh_core::reward::{RewardModel, SignalSettings};
 
-use crate::label_cleanup::LabelCleanup;
+use crate::enforcement::label_cleanup::LabelCleanup;
 
 /// `telemesh-agent` flags.
 #[derive(Debug, Clone, clap::Parser)]
@@ -200,7 +200,7 @@ pub struct Config {
     /// Gossip membership.
     pub gossip: GossipSettings,
     /// Deadband.
-    pub deadband: crate::publish::Deadband,
+    pub deadband: crate::collection::publish::Deadband,
     /// HTTP address.
     pub http_listen: SocketAddr,
     /// HTTP header and body deadlines.
@@ -235,7 +235,7 @@ pub struct PolicyConfig {
     /// Eviction guards; `None` turns local eviction off (labels only).
     pub eviction: Option<EvictionConfig>,
     /// When the recovery signal is written.
-    pub recovery: crate::recovery::RecoveryConfig,
+    pub recovery: crate::enforcement::recovery::RecoveryConfig,
 }
 
 /// Scavenger handling settings.
@@ -338,7 +338,7 @@ impl TryFrom<Cli> for Config {
             host_root: cli.host_root,
             collect_interval: cli.collect_interval,
             gossip,
-            deadband: crate::publish::Deadband {
+            deadband: crate::collection::publish::Deadband {
                 relative: cli.deadband,
                 absolute: 1e-3,
                 refresh: cli.refresh,
@@ -353,7 +353,7 @@ impl TryFrom<Cli> for Config {
                 unknown: cli.unknown_metrics,
                 stale_after: cli.stale_after,
                 label_cleanup: cli.label_cleanup,
-                recovery: crate::recovery::RecoveryConfig {
+                recovery: crate::enforcement::recovery::RecoveryConfig {
                     delay: cli.recovery_signal_delay,
                     min_interval: cli.recovery_signal_min_interval,
                 },

@@ -99,7 +99,7 @@ pub struct AgentMetrics {
     /// Metric values published to gossip.
     pub published: Counter,
     /// Exchanges started with coordinator replicas at once because a publication flipped a
-    /// dontschedule verdict or removed a metric ([`crate::verdict_push`]).
+    /// dontschedule verdict or removed a metric ([`crate::collection::verdict_push`]).
     pub verdict_pushes: Counter,
     /// Node labels written by policies, by action.
     pub labels_written: Family<LabelWriteLabels, Counter>,
@@ -109,8 +109,8 @@ pub struct AgentMetrics {
     pub scavenger_evictions: Family<EvictionLabels, Counter>,
     /// Policies this node violates now (any strategy).
     pub policies_violated: Gauge,
-    /// Writes outside this node refused, by target ([`crate::scope`]).
-    pub node_scope_refusals: Family<crate::scope::RefusalLabels, Counter>,
+    /// Writes outside this node refused, by target ([`crate::enforcement::scope`]).
+    pub node_scope_refusals: Family<crate::enforcement::scope::RefusalLabels, Counter>,
     /// Reward (posterior mean) of each pod type on this node.
     pub reward: Family<PodTypeLabel, Gauge<f64, AtomicU64>>,
     /// Evidence (decayed weighted observations) behind each reward.
@@ -244,8 +244,8 @@ impl AgentMetrics {
     }
 
     /// The handle that logs and counts refusals of writes outside this node.
-    pub fn refusals(&self) -> crate::scope::Refusals {
-        crate::scope::Refusals::new(self.node_scope_refusals.clone())
+    pub fn refusals(&self) -> crate::enforcement::scope::Refusals {
+        crate::enforcement::scope::Refusals::new(self.node_scope_refusals.clone())
     }
 }
 

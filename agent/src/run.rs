@@ -21,7 +21,7 @@ use telemesh_core::wire::Response;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::collect::CollectorConfig;
+use crate::collection::collect::CollectorConfig;
 use crate::config::{Config, QuicConfig};
 use crate::http::HttpState;
 use crate::metrics::AgentMetrics;
@@ -98,20 +98,26 @@ pub async fn start(config: Config, stop: CancellationToken) -> anyhow::Result<Ag
         &config.node_name,
     );
     let client = kube_client(config.kubeconfig.as_deref(), &user_agent).await?;
-    let pods = crate::pods::watch_node_pods(client.clone(), &config.node_name, stop.child_token());
+    let pods =
+        crate::watch::pods::watch_node_pods(client.clone(), &config.node_name, stop.child_token());
     let pods_synced = Arc::new(AtomicBool::new(false));
     tasks.spawn(mark_synced(pods.clone(), pods_synced.clone()));
     // One watch for the policy loop and the collection loop's verdict pushes.
-    let policies = crate::policies::watch_policies(client.clone(), stop.child_token());
+    let policies = crate::watch::policies::watch_policies(client.clone(), stop.child_token());
     let latest_samples: crate::shared::LatestSamples = Arc::new(RwLock::new(None));
     let latest_pods: Arc<RwLock<Vec<PodFigures>>> = Arc::new(RwLock::new(Vec::new()));
     // Writes go through a client that does not retry within a call, behind one backoff.
     let writes = crate::shared::write_client(config.kubeconfig.as_deref(), &user_agent).await?;
-    let backoff = crate::api_backoff::SharedApiBackoff::default();
+    let backoff = crate::enforcement::api_backoff::SharedApiBackoff::default();
     // The Node's labels for TAS's clean-up, which removes labels the agent did not write.
-    let own_node =
-        (config.policy.label_cleanup == crate::label_cleanup::LabelCleanup::Tas).then(|| {
-            crate::node_watch::watch_own_node(client.clone(), &config.node_name, stop.child_token())
+    let own_node = (config.policy.label_cleanup
+        == crate::enforcement::label_cleanup::LabelCleanup::Tas)
+        .then(|| {
+            crate::watch::node_watch::watch_own_node(
+                client.clone(),
+                &config.node_name,
+                stop.child_token(),
+            )
         });
     let evictor = crate::shared::evictor(
         &writes,
@@ -121,8 +127,8 @@ pub async fn start(config: Config, stop: CancellationToken) -> anyhow::Result<Ag
         metrics.refusals(),
     );
 
-    tasks.spawn(crate::enforcer::run(
-        crate::enforcer::Inputs {
+    tasks.spawn(crate::enforcement::run(
+        crate::enforcement::Inputs {
             node_name: config.node_name.clone(),
             client: writes,
             backoff,

@@ -25,7 +25,7 @@ use telemesh_core::scavenge::{
 use tokio_util::sync::CancellationToken;
 
 use crate::config::ScavengerConfig;
-use crate::evictor::Outcome;
+use crate::enforcement::evictor::Outcome;
 use crate::metrics::{AgentMetrics, EvictionLabels};
 use crate::shared::{LatestSamples, SharedEvictor, SharedGossip};
 

@@ -18,7 +18,7 @@ pub type SharedGossip = Arc<tokio::sync::Mutex<Option<GossipMember>>>;
 
 /// The node's evictor, shared by the policy loop and the scavenger loop so that
 /// `--max-evictions-per-minute` bounds the node's evictions, whoever asks.
-pub type SharedEvictor = Arc<tokio::sync::Mutex<crate::evictor::Evictor>>;
+pub type SharedEvictor = Arc<tokio::sync::Mutex<crate::enforcement::evictor::Evictor>>;
 
 /// The node's evictor when local eviction is on, writing through `client` (a
 /// [`write_client`]), Events recorded as the node's `telemesh-agent`, pods of other nodes
@@ -27,8 +27,8 @@ pub fn evictor(
     client: &kube::Client,
     node_name: &str,
     config: Option<&crate::config::EvictionConfig>,
-    backoff: &crate::api_backoff::SharedApiBackoff,
-    refusals: crate::scope::Refusals,
+    backoff: &crate::enforcement::api_backoff::SharedApiBackoff,
+    refusals: crate::enforcement::scope::Refusals,
 ) -> Option<SharedEvictor> {
     let config = config?;
     let client = client.clone();
@@ -38,7 +38,7 @@ pub fn evictor(
     };
     let recorder = kube::runtime::events::Recorder::new(client.clone(), reporter);
     Some(Arc::new(tokio::sync::Mutex::new(
-        crate::evictor::Evictor::new(
+        crate::enforcement::evictor::Evictor::new(
             node_name,
             refusals,
             client,
@@ -52,7 +52,7 @@ pub fn evictor(
 /// The client of the agent's writes (labels, policy status, the recovery annotation,
 /// evictions, Events), which does not retry within a call: a disruption budget's 429 is an
 /// answer, tried again on a later pass, and an unavailable server is waited out by the agent's
-/// one backoff ([`crate::api_backoff`]) while the policy loop goes on evaluating, instead of
+/// one backoff ([`crate::enforcement::api_backoff`]) while the policy loop goes on evaluating, instead of
 /// blocking inside kube-rs's retries (up to 15, minutes with `Retry-After`).
 pub async fn write_client(
     kubeconfig: Option<&Path>,

@@ -1,4 +1,4 @@
-//! TAS's label clean-up end to end (agent/src/label_cleanup.rs): real agents with TAS's two
+//! TAS's label clean-up end to end (agent/src/enforcement/label_cleanup.rs): real agents with TAS's two
 //! example policies, telemetry scripted through textfiles, on sim and on a real control plane
 //! (etcd, kube-apiserver and kube-controller-manager v1.36; its nodes kept alive as kubelets
 //! keep theirs, so other managers write the Nodes meanwhile), the same scenario on each.

@@ -41,11 +41,11 @@ use kube::api::{Api, DynamicObject, EvictParams, Patch, PatchParams, PostParams}
 use kube::core::{ApiResource, Status};
 use serde_json::{Value, json};
 use telemesh_agent::config::EvictionConfig;
-use telemesh_agent::evictor::{Evictor, Outcome};
-use telemesh_agent::label_cleanup::{self, LabelCleanup, PolicyNames, Removal, Why};
-use telemesh_agent::labeler::Labeler;
-use telemesh_agent::node_watch::{self, watch_own_node};
-use telemesh_agent::scope::Refusals;
+use telemesh_agent::enforcement::evictor::{Evictor, Outcome};
+use telemesh_agent::enforcement::label_cleanup::{self, LabelCleanup, PolicyNames, Removal, Why};
+use telemesh_agent::enforcement::labeler::Labeler;
+use telemesh_agent::enforcement::scope::Refusals;
+use telemesh_agent::watch::node_watch::{self, watch_own_node};
 use telemesh_core::policy::TASPolicy;
 use telemesh_core::policy::crd::CRD_YAML;
 use telemesh_core::testing::eventually;
@@ -623,7 +623,7 @@ async fn token_for_node_a_is_refused_on_node_b(cluster: Cluster) {
     let e = nodes
         .patch(
             "sim-node-9",
-            &PatchParams::apply(telemesh_agent::labeler::FIELD_MANAGER).force(),
+            &PatchParams::apply(telemesh_agent::enforcement::labeler::FIELD_MANAGER).force(),
             &Patch::Apply(&apply),
         )
         .await

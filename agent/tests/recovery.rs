@@ -13,7 +13,7 @@ use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, DynamicObject};
 use kube::runtime::{WatchStreamExt as _, watcher};
 use parking_lot::Mutex;
-use telemesh_agent::recovery::ANNOTATION;
+use telemesh_agent::enforcement::recovery::ANNOTATION;
 use telemesh_core::testing::eventually;
 use tokio_util::sync::CancellationToken;
 

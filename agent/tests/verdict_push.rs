@@ -14,7 +14,7 @@ use chitchat::transport::ChannelTransport;
 use kube::runtime::reflector;
 use kube::runtime::watcher::Event;
 use prometheus_client::registry::Registry;
-use telemesh_agent::collect::CollectorConfig;
+use telemesh_agent::collection::collect::CollectorConfig;
 use telemesh_agent::collection::{Inputs, run};
 use telemesh_agent::metrics::AgentMetrics;
 use telemesh_core::gossip::{GossipConfig, GossipMember, Role, Security};

@@ -47,7 +47,7 @@
 //! `--gossip-interval 500ms` or `--view-tick 50ms`), `FRESHNESS_SEED_REPLICAS=1` (agents seed
 //! with the two replicas instead of the first three agents), `FRESHNESS_PUSH=0` (the probes'
 //! policy watch is empty, so a verdict flip is not pushed to the replicas and travels by the
-//! epidemic alone, as before `telemesh_agent::verdict_push`), `FRESHNESS_SEED` (trial RNG).
+//! epidemic alone, as before `telemesh_agent::collection::verdict_push`), `FRESHNESS_SEED` (trial RNG).
 //! Besides the tables it prints `FIGURE freshness_{p50,p99,gossip_p99,collect_p99,fold_p99}_s`
 //! and `FIGURE freshness_removal_{p50,p99}_s`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -678,9 +678,9 @@ async fn start_collection(
     }
     let inputs = telemesh_agent::collection::Inputs {
         node_name: config.node_name.clone(),
-        collector: telemesh_agent::collect::CollectorConfig {
+        collector: telemesh_agent::collection::collect::CollectorConfig {
             textfile_dir: Some(PathBuf::from("/textfile")),
-            ..telemesh_agent::collect::CollectorConfig::with_root(root)
+            ..telemesh_agent::collection::collect::CollectorConfig::with_root(root)
         },
         interval: config.collect_interval,
         deadband: config.deadband,

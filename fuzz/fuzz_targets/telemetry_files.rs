@@ -3,8 +3,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use telemesh_agent::collect::procfs::CpuTimes;
-use telemesh_agent::collect::{cgroup, hwmon, procfs, prom, psi, resctrl};
+use telemesh_agent::collection::collect::procfs::CpuTimes;
+use telemesh_agent::collection::collect::{cgroup, hwmon, procfs, prom, psi, resctrl};
 
 fuzz_target!(|data: &[u8]| {
     let Some((&which, rest)) = data.split_first() else {

@@ -515,7 +515,7 @@ async fn eviction_marks_the_pod_as_kube_apiserver_does() {
     assert_eq!(ours, upstream, "sim evicts otherwise than kube-apiserver");
 }
 
-/// The label writes of an agent's clean-up (agent/src/label_cleanup.rs) and the preconditions
+/// The label writes of an agent's clean-up (agent/src/enforcement/label_cleanup.rs) and the preconditions
 /// they rely on, in order on Node `sim-node-0`: what each answers, and the labels after it.
 fn label_patches() -> Vec<Call> {
     let node = "/api/v1/nodes/sim-node-0".to_owned();

@@ -1,7 +1,11 @@
 //! The collection loop: sample the node every interval, import local Prometheus endpoints,
 //! publish what changed to gossip (and push it to the coordinators at once when it flips a
-//! dontschedule verdict or removes a metric: [`crate::verdict_push`]), hand the figures to the
+//! dontschedule verdict or removes a metric: [`verdict_push`]), hand the figures to the
 //! policy, reward and QUIC readers, and keep the gossip gauges and the readiness flag current.
+
+pub mod collect;
+pub mod publish;
+pub mod verdict_push;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -18,17 +22,17 @@ use telemesh_core::policy::{TASPolicy, Unknown};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
-use crate::collect::prom::{ImportRule, parse_exposition};
-use crate::collect::{Collection, Collector, CollectorConfig, PodRef};
+use crate::collection::collect::prom::{ImportRule, parse_exposition};
+use crate::collection::collect::{Collection, Collector, CollectorConfig, PodRef};
+use crate::collection::publish::{Deadband, Publisher};
+use crate::collection::verdict_push::VerdictWatch;
 use crate::http::HttpState;
 use crate::metrics::{
     AgentMetrics, Direction, DirectionLabels, DropLabels, Liveness as PeerLiveness, MetricLabel,
     PeerLabels,
 };
-use crate::publish::{Deadband, Publisher};
 use crate::shared::LatestSamples;
 use crate::shared::SharedGossip;
-use crate::verdict_push::VerdictWatch;
 
 type HttpClient = hyper_util::client::legacy::Client<
     hyper_util::client::legacy::connect::HttpConnector,
@@ -99,7 +103,7 @@ pub async fn run(inputs: Inputs, stop: CancellationToken) {
         if !inputs.prometheus_endpoints.is_empty() {
             // Built-in metrics win a name clash (node-exporter also has `node_load1`).
             let imported = scrape(&http_client, &inputs.prometheus_endpoints, &rule).await;
-            crate::collect::prom::merge_imported(&mut collection.samples, imported);
+            crate::collection::collect::prom::merge_imported(&mut collection.samples, imported);
         }
         let metrics = &inputs.metrics;
         metrics
@@ -179,7 +183,7 @@ pub async fn run(inputs: Inputs, stop: CancellationToken) {
 /// One pass over the node's files, off the async workers (many cgroup and resctrl files
 /// block). A panicking pass restarts the collector.
 async fn sample(mut collector: Collector, inputs: &Inputs) -> (Collector, Collection) {
-    let refs: Vec<PodRef> = crate::pods::pod_refs(&inputs.pods)
+    let refs: Vec<PodRef> = crate::watch::pods::pod_refs(&inputs.pods)
         .into_iter()
         .map(|(namespace, name, uid)| PodRef {
             namespace,

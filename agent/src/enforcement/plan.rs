@@ -2,7 +2,7 @@
 //! each deschedule violation began and the settings, [`plan`] says what the node should look
 //! like — the labels it wants and why, its entry in each policy's status, its `v:` gossip
 //! values, whether it breaks a dontschedule rule, and which policies' pods are due for
-//! eviction. [`crate::enforcer`] calls it every period and writes the result.
+//! eviction. [`crate::enforcement`] calls it every period and writes the result.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -146,7 +146,7 @@ pub struct Plan {
     pub violating_since: ViolatingSince,
 }
 
-/// Decides one pass. `policies` come sorted by `namespace/name` ([`crate::policies::Compiled`]):
+/// Decides one pass. `policies` come sorted by `namespace/name` ([`crate::watch::policies::Compiled`]):
 /// when two policies of one name in two namespaces want one label key, the first wins it.
 pub fn plan(
     policies: &[(Arc<TASPolicy>, Arc<Policy>)],
@@ -226,7 +226,7 @@ mod tests {
                 min_pod_age: Duration::ZERO,
                 grace: GRACE,
             }),
-            recovery: crate::recovery::RecoveryConfig {
+            recovery: crate::enforcement::recovery::RecoveryConfig {
                 delay: Duration::from_secs(1),
                 min_interval: Duration::from_secs(1),
             },

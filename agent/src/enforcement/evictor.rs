@@ -1,7 +1,7 @@
 //! Local eviction: this node's pods linked to a violated deschedule policy leave through the
 //! Eviction API, so PodDisruptionBudgets are honoured (a 429 is retried on a later pass, never
 //! forced). Which pods may go is decided by [`eligibility`], a pure function; [`Evictor`] adds
-//! the node scope (it evicts only pods bound to its own node, [`crate::scope::pod`], whoever
+//! the node scope (it evicts only pods bound to its own node, [`crate::enforcement::scope::pod`], whoever
 //! asks), the rate limit, the API call and the Event on the pod.
 //!
 //! Never evicted: pods of DaemonSets (they would come straight back here), static and mirror
@@ -13,7 +13,7 @@
 //! look as they did before their eviction (the fault suite evicted pods two and three times so).
 //!
 //! While the API server is unavailable, attempts wait on the agent's one backoff
-//! ([`crate::api_backoff`]): one request per wait for the whole node, not one per pod.
+//! ([`crate::enforcement::api_backoff`]): one request per wait for the whole node, not one per pod.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::{Duration, Instant};
@@ -23,9 +23,9 @@ use kube::api::{Api, EvictParams};
 use kube::runtime::events::{Event, EventType, Recorder};
 use kube::{Client, Resource as _, ResourceExt as _};
 
-use crate::api_backoff::{self, SharedApiBackoff};
 use crate::config::EvictionConfig;
-use crate::scope::{self, Refusals};
+use crate::enforcement::api_backoff::{self, SharedApiBackoff};
+use crate::enforcement::scope::{self, Refusals};
 
 /// The opt-out annotation.
 pub const EVICT_ANNOTATION: &str = "telemesh.io/evict";
@@ -391,7 +391,7 @@ mod tests {
             Outcome::OutsideNode
         );
         assert!(seen.lock().is_empty(), "nothing sent: {:?}", seen.lock());
-        assert_eq!(refusals.count(crate::scope::Target::Pod), 1);
+        assert_eq!(refusals.count(crate::enforcement::scope::Target::Pod), 1);
         assert_eq!(
             evictor.evict(&on("node-a"), "r", now).await,
             Outcome::Evicted
@@ -466,7 +466,7 @@ mod tests {
         let refused: u64 = sim.faults.clients().values().map(|c| c.refused).sum();
         assert_eq!(refused, 1, "one request while the server is away");
         sim.faults.clear();
-        let later = now + crate::api_backoff::MAX;
+        let later = now + crate::enforcement::api_backoff::MAX;
         assert_eq!(evictor.evict(&pod, "r", later).await, Outcome::Evicted);
     }
 

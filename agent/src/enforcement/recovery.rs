@@ -26,7 +26,7 @@ use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 use kube::api::{Patch, PatchParams};
 
-use crate::labeler::FIELD_MANAGER;
+use crate::enforcement::labeler::FIELD_MANAGER;
 
 /// The annotation: when the agent last announced that the node breaks no `dontschedule` rule
 /// (RFC 3339).

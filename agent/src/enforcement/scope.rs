@@ -4,8 +4,8 @@
 //! counts each refusal (`telemesh_agent_node_scope_refusals_total{target}`).
 //!
 //! The Node writes need no check of their own: the labeler and the recovery annotation address
-//! the Node named by `--node-name` and nothing else ([`crate::labeler::Labeler::new`],
-//! [`crate::recovery::announce`]). On the server, the chart's ValidatingAdmissionPolicy refuses
+//! the Node named by `--node-name` and nothing else ([`crate::enforcement::labeler::Labeler::new`],
+//! [`crate::enforcement::recovery::announce`]). On the server, the chart's ValidatingAdmissionPolicy refuses
 //! the agent's service account the same writes, except an eviction, whose pod's node it cannot
 //! see (deploy/README.md, "Node-scoped agents"): that one is this module's alone.
 

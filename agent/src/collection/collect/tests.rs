@@ -659,7 +659,7 @@ fn parsers_agree_with_the_procfs_crate_on_real_files() {
 
 #[test]
 fn every_published_name_is_documented_in_metrics_md() {
-    let doc = include_str!("../../METRICS.md");
+    let doc = include_str!("../../../METRICS.md");
     let (_, s) = two_samples(
         |root| CollectorConfig {
             per_cpu: true,

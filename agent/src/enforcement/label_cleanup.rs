@@ -1,7 +1,7 @@
 //! Label clean-up: which labels in TAS's namespace this agent removes from its own Node although
 //! they are not, or not only, its own, and the JSON patch that removes them. Pure: the labeler
-//! ([`crate::labeler::Labeler::remove`]) sends the patch and the policy loop
-//! ([`crate::enforcer`]) decides once per pass.
+//! ([`crate::enforcement::labeler::Labeler::remove`]) sends the patch and the policy loop
+//! ([`crate::enforcement`]) decides once per pass.
 //!
 //! TAS owns its label namespace: every pass it removes each `telemetry.aware.scheduling.*` label
 //! no labeling policy sets now and the `<policy>` key of every deschedule policy a node does not

@@ -1,10 +1,10 @@
 //! This node's own Node, metadata only, from one watch filtered by `metadata.name`: the labels
-//! and who wrote them, which the label clean-up ([`crate::label_cleanup`]) reads every policy
+//! and who wrote them, which the label clean-up ([`crate::enforcement::label_cleanup`]) reads every policy
 //! pass without a request. Started only under `--label-cleanup tas`.
 //!
 //! Metadata only (`PartialObjectMetadata`): a Node's status (images, conditions) is most of its
 //! size and changes with every kubelet report; the store keeps of the managedFields only the
-//! label fields ([`crate::label_cleanup::keep_label_fields`]). kube-apiserver indexes Node
+//! label fields ([`crate::enforcement::label_cleanup::keep_label_fields`]). kube-apiserver indexes Node
 //! watches by name (kubelets watch their own Node the same way), so 5,000 agents cost it one
 //! watcher each per change of their own Node.
 
@@ -27,7 +27,7 @@ pub fn watch_own_node(client: Client, node_name: &str, stop: CancellationToken) 
     let config = watcher::Config::default().fields(&format!("metadata.name={node_name}"));
     // An Api of PartialObjectMeta asks for metadata only.
     let node = watcher(Api::<PartialObjectMeta<Node>>::all(client), config)
-        .modify(|n| crate::label_cleanup::keep_label_fields(&mut n.metadata));
+        .modify(|n| crate::enforcement::label_cleanup::keep_label_fields(&mut n.metadata));
     let stream = backoff(reflector(writer, node)).applied_objects();
     let name = node_name.to_owned();
     tokio::spawn(async move {

@@ -375,7 +375,7 @@ broken{ 1
     /// directory holding `textfile-health.prom`.
     #[test]
     fn real_node_exporter_output() {
-        let text = include_str!("../../tests/fixtures/prom/node-exporter-1.5.0.txt");
+        let text = include_str!("../../../tests/fixtures/prom/node-exporter-1.5.0.txt");
         let e = parse_exposition(text, &ImportRule::default());
         assert_eq!(e.malformed, 0, "{:?}", e.first_error);
         let get = |n: &str| {

@@ -13,7 +13,7 @@
 //! What apply cannot remove: labels in TAS's namespace that another manager wrote (TAS before
 //! Telemesh replaced it, a person, a manager that set the same value as the agent). Under
 //! `--label-cleanup tas` (the default) the policy loop decides which of those go
-//! ([`crate::label_cleanup`]) and [`Labeler::remove`] removes them with a JSON patch that tests
+//! ([`crate::enforcement::label_cleanup`]) and [`Labeler::remove`] removes them with a JSON patch that tests
 //! each value first, so a label changed since the decision is never removed blindly: the patch
 //! fails whole (422), and the labels are read again and the decision made again.
 
@@ -24,7 +24,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Api;
 use kube::api::{Patch, PatchParams};
 
-use crate::label_cleanup::{self, Removal};
+use crate::enforcement::label_cleanup::{self, Removal};
 
 /// The field manager of every label write.
 pub const FIELD_MANAGER: &str = "telemesh-agent";
@@ -285,7 +285,7 @@ mod tests {
         let removal = Removal {
             key: "telemetry.aware.scheduling.gone/k".into(),
             value: "v".into(),
-            why: crate::label_cleanup::Why::Labeling {
+            why: crate::enforcement::label_cleanup::Why::Labeling {
                 policy: Some("gone".into()),
                 exists: false,
             },
@@ -368,7 +368,7 @@ mod tests {
         let decided = |value: &str| Removal {
             key: "p".into(),
             value: value.into(),
-            why: crate::label_cleanup::Why::NotViolated { policy: "p".into() },
+            why: crate::enforcement::label_cleanup::Why::NotViolated { policy: "p".into() },
             written_by: Vec::new(),
         };
         let removed = labeler

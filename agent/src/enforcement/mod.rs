@@ -1,12 +1,12 @@
 //! The policy loop: every evaluation period, every TASPolicy is evaluated against this node's
-//! latest collection ([`crate::plan`] decides, purely), and the node is brought in line: its labels ([`crate::labeler`]), its
-//! entry in each policy's status, its `v:` gossip keys, and the eviction of its pods linked to a
-//! violated deschedule policy ([`crate::evictor`]). Nothing is written when nothing changed.
-//! When the node stops breaking every dontschedule rule, [`crate::recovery`] annotates the
+//! latest collection ([`mod@plan`] decides, purely), and the node is brought in line: its labels
+//! ([`labeler`]), its entry in each policy's status, its `v:` gossip keys, and the eviction of its
+//! pods linked to a violated deschedule policy ([`evictor`]). Nothing is written when nothing
+//! changed. When the node stops breaking every dontschedule rule, [`recovery`] annotates the
 //! Node so kube-scheduler retries the pods our extender held back.
 //!
 //! Evaluation, gossip and metrics run every period whatever the API server does; the writes
-//! go behind the agent's one backoff ([`crate::api_backoff`]): when one finds the server
+//! go behind the agent's one backoff ([`api_backoff`]): when one finds the server
 //! unavailable, the rest of the pass waits, and they all catch up once a write gets through.
 //!
 //! Status: each agent writes only `status.nodes.<its node>` of a policy, by JSON merge patch on
@@ -16,17 +16,25 @@
 //! while the rules stay violated (that would be a write per tick). `status.problems` is written
 //! by whichever agent first sees it differ from the compiled policy's problems; every agent
 //! computes the same list, so late writers find it done. Every patch goes through
-//! [`crate::scope::status_patch`] before it is sent, so no other node's entry is ever written.
+//! [`scope::status_patch`] before it is sent, so no other node's entry is ever written.
 //!
-//! Labels: the agent applies what the policies want (server-side apply, [`crate::labeler`]);
+//! Labels: the agent applies what the policies want (server-side apply, [`labeler`]);
 //! under `--label-cleanup tas` it then removes, whoever wrote them, the labels in TAS's
-//! namespace no current policy sets on its node ([`crate::label_cleanup`]), read from the apply's
-//! answer or from its watch of its own Node ([`crate::node_watch`]).
+//! namespace no current policy sets on its node ([`label_cleanup`]), read from the apply's
+//! answer or from its watch of its own Node ([`crate::watch::node_watch`]).
 //!
 //! Label collisions: `<policy>=violating` is keyed by the bare policy name because the
 //! descheduler's node affinity (`<policy> NotIn [violating]`) and TAS users expect that key. Two
 //! policies with one name in two namespaces therefore share the label, which is set while either
 //! is violated; their pods are still evicted only for their own namespace's policy.
+
+pub mod api_backoff;
+pub mod evictor;
+pub mod label_cleanup;
+pub mod labeler;
+pub mod plan;
+pub mod recovery;
+pub mod scope;
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant, SystemTime};
@@ -43,18 +51,18 @@ use telemesh_core::policy::{NodeReadings, POLICY_LINK_LABEL, Policy, TASPolicy};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
-use crate::api_backoff::{self, SharedApiBackoff};
+use self::api_backoff::SharedApiBackoff;
+use self::evictor::{Outcome, eligibility, truncate};
+use self::label_cleanup::{LabelCleanup, PolicyNames, Removal};
+use self::labeler::{LabelChange, Labeler, Removed};
+use self::plan::{Eviction, Plan, StatusEntry, ViolatingSince, node_state, plan};
+use self::recovery::RecoverySignal;
+use self::scope::Refusals;
 use crate::config::PolicyConfig;
-use crate::evictor::{Outcome, eligibility, truncate};
-use crate::label_cleanup::{self, LabelCleanup, PolicyNames, Removal};
-use crate::labeler::{LabelChange, Labeler, Removed};
 use crate::metrics::{AgentMetrics, EvictionLabels, LabelWriteLabels};
-use crate::node_watch::{self, OwnNode};
-use crate::plan::{Eviction, Plan, StatusEntry, ViolatingSince, node_state, plan};
-use crate::policies::Compiled;
-use crate::recovery::RecoverySignal;
-use crate::scope::{self, Refusals};
 use crate::shared::LatestSamples;
+use crate::watch::node_watch::{self, OwnNode};
+use crate::watch::policies::Compiled;
 
 /// What the loop needs from the rest of the agent.
 pub struct Inputs {
@@ -75,7 +83,7 @@ pub struct Inputs {
     pub samples: LatestSamples,
     /// The gossip member, for `v:` keys (None once shut down).
     pub gossip: crate::shared::SharedGossip,
-    /// This node's metadata, watched under `--label-cleanup tas` ([`crate::node_watch`]).
+    /// This node's metadata, watched under `--label-cleanup tas` ([`crate::watch::node_watch`]).
     pub own_node: Option<OwnNode>,
     /// Settings.
     pub config: PolicyConfig,
@@ -261,7 +269,7 @@ pub async fn run(inputs: Inputs, stop: CancellationToken) {
         if announce {
             let result = if writes.open() {
                 let result =
-                    crate::recovery::announce(&Api::<Node>::all(client.clone()), &node_name).await;
+                    crate::enforcement::recovery::announce(&Api::<Node>::all(client.clone()), &node_name).await;
                 writes.note(&result, Sent::Answered, "writing the recovery annotation");
                 result.is_ok()
             } else {
@@ -317,7 +325,7 @@ enum Sent {
     Nothing,
 }
 
-/// One pass's writes behind the agent's backoff ([`crate::api_backoff`]).
+/// One pass's writes behind the agent's backoff ([`api_backoff`]).
 struct Writes<'a> {
     backoff: &'a SharedApiBackoff,
     open: bool,

@@ -24,14 +24,14 @@
 //! naming a series), so this costs an exchange per replica now and then.
 //!
 //! The same compiled policies give the publisher its [`Targets`]: the deadband never holds back
-//! a move across one (`crate::publish`).
+//! a move across one (`crate::collection::publish`).
 
 use std::sync::Arc;
 
 use kube::runtime::reflector::Store;
 use telemesh_core::policy::{Metrics, Policy, TASPolicy, Targets, Unknown};
 
-use crate::policies::Compiled;
+use crate::watch::policies::Compiled;
 
 /// The policies as of the last [`VerdictWatch::refresh`], their targets, and the policies whose
 /// dontschedule rules this node broke at the last publication.
