@@ -384,21 +384,15 @@ pub fn admission_by(
     let Some(position) = queue.iter().position(|j| same(j)) else {
         return Admission::Wait("waiting".to_owned());
     };
-    let head_use = load.use_with(mode, &run_requests(queue[0]));
-    if position == 0 {
-        return if head_use <= threshold {
-            Admission::Start
-        } else {
-            Admission::Wait(waiting_for_room(head_use, threshold))
-        };
-    }
-    if queue_mode == QueueMode::Backfill
-        && head_use > threshold
-        && backfill(queue, running, load, mode, threshold).is_some_and(same)
-    {
+    // One rule for who starts: the job next_to_start_by names.
+    if next_to_start_by(queue_mode, queue, running, load, mode, threshold).is_some_and(same) {
         return Admission::Start;
     }
-    Admission::Wait(waiting_for_turn(position))
+    Admission::Wait(if position == 0 {
+        waiting_for_room(load.use_with(mode, &run_requests(queue[0])), threshold)
+    } else {
+        waiting_for_turn(position)
+    })
 }
 
 /// The message of a head that does not fit.
