@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The README's test command: installs what the tests need beyond the Rust toolchain (the
 # official Kubernetes Python client, for the client-compatibility test; Prometheus, for the
-# dashboard test; Debian's chromium, for the live page's browser test), builds the binaries the
-# end-to-end tests start, and runs every test in the workspace.
+# dashboard test; Debian's chromium, for the live page's browser test; buildah, for the image
+# tests), builds the images and the binaries the end-to-end tests start, and runs every test in
+# the workspace.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -46,6 +47,38 @@ if [ -z "${TELEMESH_CONTROL_PLANE:-}" ] && [ -f ../shared/tools/control-plane/un
   echo "unpacking the control-plane binaries from ../shared/tools/control-plane into target/control-plane"
   TELEMESH_CONTROL_PLANE=$(bash ../shared/tools/control-plane/unpack.sh target/control-plane)
   export TELEMESH_CONTROL_PLANE
+fi
+
+# The images (tests/tests/images.rs): built hermetically (scripts/images.sh --hermetic: static
+# binaries, FROM scratch, no registry) with Debian's buildah, installed when missing and we may,
+# then run with `buildah run --isolation chroot`. They are built from the dev profile, so that CI
+# compiles the binaries once more without optimising (about 4 minutes on 2 cores) rather than
+# the shipped profiles' fat LTO; the tag says so. Without buildah the image tests say SKIPPED; a
+# build that fails fails this command.
+if ! command -v buildah >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "installing Debian's buildah (apt-get install -y buildah) for the image tests"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq buildah >/dev/null \
+      || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq buildah >/dev/null; } \
+      || echo "could not install buildah: the image tests will say SKIPPED"
+  else
+    echo "no buildah and not root: the image tests will say SKIPPED (apt-get install buildah)"
+  fi
+fi
+if [ -n "${TELEMESH_IMAGE_TAG:-}" ]; then
+  # Images already built (e.g. the shipped ones: scripts/images.sh --hermetic, then
+  # TELEMESH_IMAGE_TAG=<version>): the tests run those.
+  echo "testing the images tagged $TELEMESH_IMAGE_TAG (TELEMESH_IMAGE_TAG), not building any"
+elif command -v buildah >/dev/null 2>&1 && buildah info >/dev/null 2>&1; then
+  version="$(sed -n '/^\[workspace.package\]/,/^\[/s/^version *= *"\(.*\)"/\1/p' Cargo.toml)"
+  TELEMESH_IMAGE_TAG="$version-dev"
+  export TELEMESH_IMAGE_TAG
+  echo "building the images (scripts/images.sh --hermetic --profile dev, tag $TELEMESH_IMAGE_TAG)"
+  started=$SECONDS
+  TAG="$TELEMESH_IMAGE_TAG" scripts/images.sh --hermetic --profile dev
+  echo "the images took $((SECONDS - started)) s"
+elif command -v buildah >/dev/null 2>&1; then
+  echo "buildah cannot run here (buildah info fails): the image tests will say SKIPPED"
 fi
 
 cargo build --workspace --bins

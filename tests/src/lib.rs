@@ -5,6 +5,7 @@
 pub mod cluster;
 pub mod dashboard;
 pub mod fabric;
+pub mod images;
 pub mod mesh;
 pub mod metrics_reference;
 pub mod real;
@@ -329,18 +330,52 @@ pub fn workspace_binary(name: &str) -> PathBuf {
     path
 }
 
+/// Sends `signal` (`TERM`, `KILL`) to `target`: a process id, or `-GROUP` for a process group.
+pub fn send_signal(target: &str, signal: &str) {
+    // No signal crate in the harness: the `kill` program does it.
+    let _ = std::process::Command::new("kill")
+        .args(["-s", signal, "--", target])
+        .stderr(Stdio::null())
+        .status();
+}
+
 /// A child process whose stdout and stderr lines are kept for the test to search and to show
-/// when it fails. Killed on drop.
+/// when it fails. Killed on drop (with its whole process group when started by
+/// [`Process::spawn_group`]).
 #[derive(Debug)]
 pub struct Process {
     name: String,
     child: Child,
     lines: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    /// The process group the child leads, when its descendants must die with it.
+    group: Option<u32>,
 }
 
 impl Process {
     /// Starts `cmd` (stdin closed, stdout and stderr collected) and names it `name` in messages.
-    pub fn spawn(name: &str, mut cmd: Command) -> Self {
+    pub fn spawn(name: &str, cmd: Command) -> Self {
+        Self::start(name, cmd, false)
+    }
+
+    /// [`Process::spawn`] for a launcher whose descendants outlive it when it is killed (`buildah
+    /// run` leaves the command it ran behind): the child leads a new process group, and
+    /// [`Process::kill`], [`Process::signal`] and drop reach the whole group.
+    pub fn spawn_group(name: &str, mut cmd: Command) -> Self {
+        cmd.process_group(0);
+        Self::start(name, cmd, true)
+    }
+
+    /// Sends `signal` (`TERM`, `KILL`) to the process, or to its whole group when it leads one.
+    pub fn signal(&self, signal: &str) {
+        let target = match (self.group, self.child.id()) {
+            (Some(group), _) => format!("-{group}"),
+            (None, Some(pid)) => pid.to_string(),
+            (None, None) => return,
+        };
+        send_signal(&target, signal);
+    }
+
+    fn start(name: &str, mut cmd: Command, grouped: bool) -> Self {
         cmd.stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -369,10 +404,12 @@ impl Process {
             .map(|s| Box::new(s) as Box<dyn tokio::io::AsyncRead + Send + Unpin>);
         tokio::spawn(collect(stdout));
         tokio::spawn(collect(stderr));
+        let group = if grouped { child.id() } else { None };
         Self {
             name: name.to_owned(),
             child,
             lines,
+            group,
         }
     }
 
@@ -434,8 +471,21 @@ impl Process {
         }
     }
 
-    /// Kills the process and waits for it.
+    /// Kills the process (its whole group, when it leads one) and waits for it.
     pub async fn kill(&mut self) {
+        if self.group.is_some() {
+            self.signal("KILL");
+        }
         let _ = self.child.kill().await;
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        // The child itself dies by `kill_on_drop`; a group's other members only by this, even
+        // when the child has already exited.
+        if self.group.is_some() {
+            self.signal("KILL");
+        }
     }
 }

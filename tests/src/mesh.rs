@@ -13,6 +13,7 @@ use std::time::Duration;
 use tokio::process::Command;
 
 use crate::fabric::Fabric;
+use crate::images::AgentImage;
 use crate::{Process, SimEnv, eventually, workspace_binary};
 
 /// What a mesh needs of the cluster it runs against: the kubeconfig its processes use and a
@@ -144,6 +145,8 @@ pub struct Mesh {
     extra_args: BTreeMap<String, Vec<String>>,
     /// Where every member's gossip goes through, when the test controls the network.
     pub fabric: Option<Fabric>,
+    /// The image the agents run in, when not the workspace's binary.
+    agent_image: Option<AgentImage>,
 }
 
 /// A started agent: its process, gossip (advertised) and HTTP addresses.
@@ -209,6 +212,43 @@ impl Mesh {
         coordinator_args: &[&str],
         replicas: usize,
     ) -> Self {
+        Self::launch(
+            fabric,
+            None,
+            env,
+            nodes,
+            agent_args,
+            coordinator_args,
+            replicas,
+        )
+        .await
+    }
+
+    /// [`Mesh::start`] with each agent run from `image` (the workspace's coordinators). The
+    /// agents run as their image's non-root user: `env`'s directory is opened to it (its host
+    /// roots, key files and kubeconfig readable, as a pod's mounted volumes are).
+    pub async fn start_in_image(
+        image: AgentImage,
+        env: &impl MeshEnv,
+        nodes: &[(&str, &str)],
+        agent_args: &[&str],
+        replicas: usize,
+    ) -> Self {
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(env.dir(), std::fs::Permissions::from_mode(0o755))
+            .expect("opening the mesh's directory to the image's user");
+        Self::launch(None, Some(image), env, nodes, agent_args, &[], replicas).await
+    }
+
+    async fn launch(
+        fabric: Option<Fabric>,
+        agent_image: Option<AgentImage>,
+        env: &impl MeshEnv,
+        nodes: &[(&str, &str)],
+        agent_args: &[&str],
+        coordinator_args: &[&str],
+        replicas: usize,
+    ) -> Self {
         let mut mesh = Self {
             agents: BTreeMap::new(),
             agent_http: BTreeMap::new(),
@@ -220,6 +260,7 @@ impl Mesh {
             agent_args: agent_args.iter().map(|a| (*a).to_owned()).collect(),
             extra_args: BTreeMap::new(),
             fabric,
+            agent_image,
         };
         for (node, metrics) in nodes {
             mesh.add_agent(env, node, metrics, &[]).await;
@@ -310,7 +351,14 @@ impl Mesh {
         if let Some(fabric) = &self.fabric {
             args.push(format!("--gossip-advertise={}", fabric.port(node).await));
         }
-        let mut cmd = Command::new(workspace_binary("telemesh-agent"));
+        let mut cmd = match &self.agent_image {
+            None => Command::new(workspace_binary("telemesh-agent")),
+            Some(image) => {
+                image
+                    .container
+                    .command(&[env.dir()], &[("RUST_LOG", "info")], &image.program)
+            }
+        };
         cmd.args(merge_args(&AGENT_DEFAULTS, &args))
             .arg(format!("--node-name={node}"))
             .arg(format!("--host-root={}", self.roots[node].display()))
@@ -324,7 +372,11 @@ impl Mesh {
         if !self.seed.is_empty() && !own_seeds {
             cmd.arg(format!("--gossip-seeds={}", self.seed));
         }
-        let mut process = Process::spawn(&format!("telemesh-agent {node}"), cmd);
+        let name = format!("telemesh-agent {node}");
+        let mut process = match self.agent_image {
+            None => Process::spawn(&name, cmd),
+            Some(_) => Process::spawn_group(&name, cmd),
+        };
         let (gossip, http, listen) = process
             .wait_for_line("the agent's addresses", MESH_WAIT, |l| {
                 let gossip = log_field(l, "agent listening", "gossip.addr")?;
