@@ -17,17 +17,14 @@
 //! ```
 
 pub mod apiserver;
-pub mod builtins;
 pub mod cluster;
 pub mod control_plane;
 pub mod faults;
 pub mod kubeconfig;
 pub mod nodes;
 pub mod processes;
-pub mod registry;
-pub mod selectors;
 pub mod shipped;
-pub mod store;
+pub mod storage;
 pub mod tls;
 
 use std::net::SocketAddr;

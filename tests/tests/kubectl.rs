@@ -144,7 +144,7 @@ async fn set_running(pods: &Api<Pod>, name: &str) {
 
 /// Waits until a watch is registered on pods (kubectl's `get -w` has started watching).
 async fn wait_for_pod_watcher(env: &SimEnv) {
-    let pods = telemesh_sim::registry::ResourceId::new("", "pods");
+    let pods = telemesh_sim::storage::registry::ResourceId::new("", "pods");
     eventually("kubectl to start watching pods", WAIT, || {
         let n = env.sim.server.store.watcher_count(&pods);
         async move { (n > 0).then_some(()) }

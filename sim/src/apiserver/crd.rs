@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use super::Server;
 use super::error::{ApiError, ApiResult};
 use super::schema::CompiledSchema;
-use crate::registry::{CrdVersion, ResourceDef, ScalePaths};
+use crate::storage::registry::{CrdVersion, ResourceDef, ScalePaths};
 
 fn s<'a>(v: &'a Value, ptr: &str) -> &'a str {
     v.pointer(ptr).and_then(Value::as_str).unwrap_or_default()
@@ -199,7 +199,7 @@ pub fn register(server: &Arc<Server>, crd: &Value) {
             namespaced,
             status: v.pointer("/subresources/status").is_some(),
             scale,
-            verbs: crate::registry::Verbs::All,
+            verbs: crate::storage::registry::Verbs::All,
             selectable_fields,
             storage_version: storage_version.clone(),
             crd: Some(Arc::new(CrdVersion {

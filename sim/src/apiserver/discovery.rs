@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 
-use crate::registry::{Registry, ResourceDef};
+use crate::storage::registry::{Registry, ResourceDef};
 
 /// Which discovery form the client asked for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -11,8 +11,8 @@ use tokio::sync::mpsc;
 use super::Server;
 use super::kit::{DeleteOptions, Propagation, WriteOptions};
 use super::{kit, verbs};
-use crate::registry::{ResourceDef, ResourceId};
-use crate::store::{ObjKey, Stored};
+use crate::storage::registry::{ResourceDef, ResourceId};
+use crate::storage::store::{ObjKey, Stored};
 
 /// Work for the collector.
 #[derive(Debug)]

@@ -22,8 +22,8 @@ use super::verbs::{
     DeleteOutcome, create_with, delete_object, patch_object, returns_deleted_object, update_object,
 };
 use super::{Server, json_response, subresources, table, watch};
-use crate::registry::ResourceDef;
-use crate::store::{ObjKey, Stored};
+use crate::storage::registry::ResourceDef;
+use crate::storage::store::{ObjKey, Stored};
 
 /// Renders one object in the requested format.
 fn render_one(def: &ResourceDef, s: &Stored, format: OutputFormat, code: StatusCode) -> Response {

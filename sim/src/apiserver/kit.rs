@@ -13,9 +13,9 @@ use super::auth::UserInfo;
 use super::error::{ApiError, ApiResult};
 use super::table::{IncludeObject, PrinterColumn, ResourceInfo};
 use super::{Server, protobuf};
-use crate::registry::{ResourceDef, ResourceId};
-use crate::selectors::{FieldSelector, LabelSelector};
-use crate::store::{ObjKey, Stored, WatchFilter};
+use crate::storage::registry::{ResourceDef, ResourceId};
+use crate::storage::selectors::{FieldSelector, LabelSelector};
+use crate::storage::store::{ObjKey, Stored, WatchFilter};
 
 /// One request, taken apart.
 #[derive(Debug)]

@@ -11,9 +11,9 @@ use super::defaults;
 use super::error::{ApiError, ApiResult};
 use super::kit::FieldValidation;
 use super::patch::{BuiltinListMeta, ListMeta, SchemaListMeta};
-use crate::registry::{ResourceDef, ResourceId};
-use crate::selectors::LabelSelector;
-use crate::store::{ObjKey, Stored, Txn};
+use crate::storage::registry::{ResourceDef, ResourceId};
+use crate::storage::selectors::LabelSelector;
+use crate::storage::store::{ObjKey, Stored, Txn};
 
 /// Returns the current time as the API server writes timestamps (RFC 3339, whole seconds, UTC).
 pub fn now() -> String {
@@ -730,7 +730,10 @@ pub fn deletion_complete(obj: &Value) -> bool {
 }
 
 /// Looks up the storage-version definition for a stored object's resource.
-pub fn def_for(reg: &crate::registry::Registry, id: &ResourceId) -> Option<Arc<ResourceDef>> {
+pub fn def_for(
+    reg: &crate::storage::registry::Registry,
+    id: &ResourceId,
+) -> Option<Arc<ResourceDef>> {
     reg.storage_def(id)
 }
 

@@ -42,8 +42,8 @@ use http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use parking_lot::{Mutex, RwLock};
 use serde_json::Value;
 
-use crate::registry::Registry;
-use crate::store::Store;
+use crate::storage::registry::Registry;
+use crate::storage::store::Store;
 use error::{ApiError, ApiResult};
 use request::Route;
 

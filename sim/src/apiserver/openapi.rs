@@ -28,7 +28,7 @@ use schemars::{JsonSchema, SchemaGenerator};
 use serde_json::{Map, Value, json};
 
 use super::table::ResourceInfo;
-use crate::builtins::{BuiltinType, TypeVisitor, with_type};
+use crate::storage::builtins::{BuiltinType, TypeVisitor, with_type};
 
 /// Prefix of every reference to a component schema.
 const SCHEMA_REF: &str = "#/components/schemas/";

@@ -674,7 +674,7 @@ fn single(
 mod tests {
     use super::*;
     use crate::apiserver::kit::resource_info;
-    use crate::registry::Registry;
+    use crate::storage::registry::Registry;
 
     /// Every built-in group version, and a custom resource whose schema has what v2 lacks.
     fn group_versions() -> Vec<Vec<ResourceInfo>> {

@@ -226,7 +226,7 @@ impl BuiltinListMeta {
     /// Returns the patch metadata of a built-in kind, or `None` for a kind it does not know
     /// (a custom resource: the caller answers a strategic merge patch with 415).
     pub fn for_kind(group: &str, kind: &str) -> Option<Self> {
-        if !crate::builtins::is_builtin_kind(group, kind) {
+        if !crate::storage::builtins::is_builtin_kind(group, kind) {
             return None;
         }
         let mut m = Self {

@@ -9,8 +9,8 @@
 use serde_json::{Value, json};
 
 use super::error::{ApiError, ApiResult};
-use crate::registry::ResourceId;
-use crate::store::{ObjKey, Txn};
+use crate::storage::registry::ResourceId;
+use crate::storage::store::{ObjKey, Txn};
 
 /// Names that start with this are reserved for the system classes.
 pub const SYSTEM_PREFIX: &str = "system-";

@@ -11,9 +11,9 @@ use super::error::{ApiError, ApiResult};
 use super::kit::{DeleteOptions, PatchType, Propagation, WriteOptions, key};
 use super::verbs;
 use super::{Server, json_response, patch, vap};
-use crate::registry::{ResourceDef, ResourceId};
-use crate::selectors::LabelSelector;
-use crate::store::{ObjKey, Stored};
+use crate::storage::registry::{ResourceDef, ResourceId};
+use crate::storage::selectors::LabelSelector;
+use crate::storage::store::{ObjKey, Stored};
 
 fn success(code: u16) -> Response {
     let s = json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": code});

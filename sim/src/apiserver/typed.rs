@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 
-use crate::builtins::{BuiltinType, TypeVisitor, with_type};
+use crate::storage::builtins::{BuiltinType, TypeVisitor, with_type};
 
 /// Resource quantity maps: numbers in them are accepted and stored as strings, as upstream
 /// canonicalizes `cpu: 1` to `"1"`.

@@ -11,8 +11,8 @@ use super::auth::{Attributes, UserInfo};
 use super::error::{ApiError, ApiResult};
 use super::kit::{DeleteOptions, PatchType, Propagation, WriteOptions, key, object_value};
 use super::{Server, graceful, lifecycle, patch, vap};
-use crate::registry::ResourceDef;
-use crate::store::{ObjKey, Stored, Txn};
+use crate::storage::registry::ResourceDef;
+use crate::storage::store::{ObjKey, Stored, Txn};
 
 /// Resources whose DELETE answers with the deleted object rather than a Status (as upstream).
 pub(super) fn returns_deleted_object(def: &ResourceDef) -> bool {

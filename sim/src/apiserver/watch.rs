@@ -16,8 +16,8 @@ use tokio_stream::wrappers::ReceiverStream;
 use super::error::{ApiError, ApiResult};
 use super::kit::{self, OutputFormat, RequestCtx, object_value, resource_info};
 use super::{Server, table};
-use crate::registry::ResourceDef;
-use crate::store::{Delivery, EventType, WatchError, WatchStart};
+use crate::storage::registry::ResourceDef;
+use crate::storage::store::{Delivery, EventType, WatchError, WatchStart};
 
 fn event_line(ty: &str, object: &[u8]) -> Bytes {
     let mut b = BytesMut::with_capacity(object.len() + 32);

@@ -123,7 +123,7 @@ async fn openapi_v3_lists_group_versions_and_serves_schemas() {
 #[tokio::test]
 async fn every_builtin_is_discovered_listed_and_watched() {
     use kube::api::{DynamicObject, ListParams, WatchParams};
-    use telemesh_sim::builtins::{BUILTINS, Verbs};
+    use telemesh_sim::storage::builtins::{BUILTINS, Verbs};
 
     let (_sim, c) = sim().await;
     let discovery = Discovery::new(c.clone()).run().await.unwrap();

@@ -1587,7 +1587,7 @@ fn every_group_version_decodes_a_minimal_object() {
     let listed: BTreeSet<_> = GROUP_VERSIONS.iter().map(|&(g, v, _)| (g, v)).collect();
     assert_eq!(covered, listed, "a group version without a case");
     // Every built-in group version sim serves has its schema here.
-    let served = crate::registry::Registry::with_builtins().groups();
+    let served = crate::storage::registry::Registry::with_builtins().groups();
     for (group, versions) in &served {
         for version in versions {
             assert!(

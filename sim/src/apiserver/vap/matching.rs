@@ -13,7 +13,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector as LabelSelect
 use serde_json::Value;
 
 use super::request::Request;
-use crate::selectors::LabelSelector;
+use crate::storage::selectors::LabelSelector;
 
 /// Whether `m` selects `request`. `namespace` is the request's Namespace object, when the
 /// resource is namespaced and it exists.

@@ -37,8 +37,8 @@ use parking_lot::Mutex;
 use serde_json::{Value, json};
 
 use super::error::{ApiError, ApiResult};
-use crate::registry::{ResourceDef, ResourceId};
-use crate::store::{ObjKey, Stored, Txn};
+use crate::storage::registry::{ResourceDef, ResourceId};
+use crate::storage::store::{ObjKey, Stored, Txn};
 pub use evaluate::Failure;
 pub use policy::{Action, Binding, Policy, Reason};
 pub use request::{GroupVersion, Operation, Request};

@@ -22,7 +22,7 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use telemesh_core::extender::{MetaPod, MetaVictims, Victims};
 use telemesh_core::fit::{self, NodeInfo, Resources};
 
-use crate::selectors::LabelSelector;
+use crate::storage::selectors::LabelSelector;
 
 /// The preemption policy that never preempts (`spec.preemptionPolicy`).
 pub const PREEMPT_NEVER: &str = "Never";

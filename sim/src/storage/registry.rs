@@ -1,6 +1,6 @@
 //! The resource registry: which kinds the server serves, under which paths, with which verbs,
-//! subresources and selectable fields. Built-in kinds come from [`crate::builtins`]; custom
-//! resources are added and removed as CustomResourceDefinitions come and go.
+//! subresources and selectable fields. Built-in kinds come from [`crate::storage::builtins`];
+//! custom resources are added and removed as CustomResourceDefinitions come and go.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -8,8 +8,8 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use crate::apiserver::conversion::{self, Conversion};
-use crate::builtins::BUILTINS;
-pub use crate::builtins::Verbs;
+use crate::storage::builtins::BUILTINS;
+pub use crate::storage::builtins::Verbs;
 
 /// Identifies the stored collection of one resource, whatever version it is served in.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -16,8 +16,8 @@ use parking_lot::Mutex;
 use serde_json::Value;
 use tokio::sync::mpsc;
 
-use crate::registry::{ResourceDef, ResourceId};
-use crate::selectors::{FieldSelector, LabelSelector};
+use crate::storage::registry::{ResourceDef, ResourceId};
+use crate::storage::selectors::{FieldSelector, LabelSelector};
 
 /// A resource's objects in key order; cloning is O(1), so it doubles as a snapshot.
 pub type Objects = imbl::OrdMap<ObjKey, Arc<Stored>>;
@@ -811,7 +811,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::registry::Registry;
+    use crate::storage::registry::Registry;
 
     fn pod(name: &str, node: &str, app: &str) -> Value {
         json!({"apiVersion":"v1","kind":"Pod","metadata":{"name":name,"namespace":"default","labels":{"app":app}},"spec":{"nodeName":node}})
