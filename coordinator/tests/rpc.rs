@@ -919,7 +919,7 @@ async fn callers_are_authenticated_and_authorized(env: AuthEnv) {
     assert_eq!(answer.authenticated, Some(true));
     assert_eq!(
         answer.audiences.unwrap(),
-        [telemesh_sim::apiserver::auth::API_AUDIENCE]
+        [telemesh_sim::apiserver::requests::auth::API_AUDIENCE]
     );
     let user = answer.user.unwrap();
     assert_eq!(user.username.unwrap(), env.bob.username);

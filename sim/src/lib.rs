@@ -34,7 +34,7 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use tokio_util::sync::CancellationToken;
 
-pub use apiserver::auth::{Auth, Rule, UserInfo};
+pub use apiserver::requests::auth::{Auth, Rule, UserInfo};
 pub use apiserver::{Server, ServerConfig};
 
 /// How to run a sim.

@@ -4,7 +4,7 @@ use serde_json::{Value, json};
 
 /// Returns a Ready Node object named `name` with the given capacity.
 pub fn node_object(name: &str, cpu: &str, memory: &str, pods: u32) -> Value {
-    let now = crate::apiserver::lifecycle::now();
+    let now = crate::apiserver::objects::lifecycle::now();
     json!({
         "apiVersion": "v1",
         "kind": "Node",
@@ -39,17 +39,17 @@ pub fn node_object(name: &str, cpu: &str, memory: &str, pods: u32) -> Value {
 pub fn create_nodes(
     server: &std::sync::Arc<crate::Server>,
     count: usize,
-) -> Result<(), crate::apiserver::error::ApiError> {
+) -> Result<(), crate::apiserver::requests::error::ApiError> {
     for i in 0..count {
         let obj = node_object(&format!("sim-node-{i}"), "8", "32Gi", 110);
-        crate::apiserver::verbs::create_object(
+        crate::apiserver::rest::verbs::create_object(
             server,
             "",
             "v1",
             "nodes",
             None,
             obj,
-            &crate::apiserver::kit::WriteOptions::internal(),
+            &crate::apiserver::requests::kit::WriteOptions::internal(),
         )?;
     }
     Ok(())

@@ -27,7 +27,7 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value as Json, json};
 use telemesh_core::action::{ActionPhase, WorkloadActionStatus};
 use telemesh_core::policy::TASPolicy;
-use telemesh_sim::apiserver::auth::PodBinding;
+use telemesh_sim::apiserver::requests::auth::PodBinding;
 use telemesh_sim::{Auth, Rule, SimConfig, UserInfo};
 use telemesh_tests::cluster::{APP_LABEL, ClusterParts, create_deployment, live_pods};
 use telemesh_tests::mesh::{log_field, script_textfile};
@@ -1114,7 +1114,7 @@ async fn until<T>(env: &SimEnv, what: &str, mut probe: impl AsyncFnMut() -> Opti
 }
 
 /// `user: verb "group" resource[/subresource] in namespace`.
-fn describe(d: &telemesh_sim::apiserver::auth::Decision) -> String {
+fn describe(d: &telemesh_sim::apiserver::requests::auth::Decision) -> String {
     let a = &d.attributes;
     let resource = if a.subresource.is_empty() {
         a.resource.clone()

@@ -128,7 +128,7 @@ fn pod(name: &str, labels: Value) -> Pod {
 
 /// Marks a pod Running and ready, as a kubelet would.
 async fn set_running(pods: &Api<Pod>, name: &str) {
-    let now = telemesh_sim::apiserver::lifecycle::now();
+    let now = telemesh_sim::apiserver::objects::lifecycle::now();
     let status = json!({"status": {
         "phase": "Running",
         "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": now}],

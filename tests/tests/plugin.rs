@@ -473,13 +473,13 @@ async fn every_subcommand_answers_from_the_live_cluster() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_kubeconfig_token_is_what_the_coordinators_check() {
     telemesh_core::telemetry::init(telemesh_core::cli::LogFormat::Text, "warn");
-    let user = |name: &str| telemesh_sim::apiserver::auth::UserInfo {
+    let user = |name: &str| telemesh_sim::apiserver::requests::auth::UserInfo {
         username: name.to_owned(),
         uid: format!("uid-{name}"),
         groups: Vec::new(),
         ..Default::default()
     };
-    let rule = |subject: &str, resources: &[&str]| telemesh_sim::apiserver::auth::Rule {
+    let rule = |subject: &str, resources: &[&str]| telemesh_sim::apiserver::requests::auth::Rule {
         subjects: vec![subject.to_owned()],
         verbs: vec!["*".to_owned()],
         api_groups: vec!["*".to_owned()],
@@ -487,7 +487,7 @@ async fn the_kubeconfig_token_is_what_the_coordinators_check() {
         namespaces: Vec::new(),
     };
     let config = telemesh_sim::SimConfig {
-        auth: telemesh_sim::apiserver::auth::Auth {
+        auth: telemesh_sim::apiserver::requests::auth::Auth {
             tokens: [("admin-token", "admin"), ("viewer-token", "viewer")]
                 .into_iter()
                 .map(|(t, u)| (t.to_owned(), user(u)))

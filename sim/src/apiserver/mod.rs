@@ -3,31 +3,11 @@
 //! Everything is served by one fallback handler that routes the path itself (as kube-apiserver's
 //! RequestInfoFactory does), because the set of resources changes at run time with CRDs.
 
-pub mod auth;
-pub mod conversion;
-pub mod crd;
-pub mod defaults;
-pub mod discovery;
-pub mod error;
-pub mod expr;
-pub mod gc;
-pub mod graceful;
-pub mod handlers;
-pub mod kit;
-pub mod lifecycle;
-pub mod openapi;
-pub mod openapi_v2;
-pub mod patch;
-pub mod priority;
-pub mod protobuf;
-pub mod request;
-pub mod schema;
-pub mod subresources;
-pub mod table;
-pub mod typed;
-pub mod vap;
-pub mod verbs;
-pub mod watch;
+pub mod crds;
+pub mod encodings;
+pub mod objects;
+pub mod requests;
+pub mod rest;
 
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
@@ -44,8 +24,8 @@ use serde_json::Value;
 
 use crate::storage::registry::Registry;
 use crate::storage::store::Store;
-use error::{ApiError, ApiResult};
-use request::Route;
+use requests::error::{ApiError, ApiResult};
+use requests::request::Route;
 
 /// (group, version).
 type GroupVersion = (String, String);
@@ -82,32 +62,32 @@ pub struct Server {
     /// Served resources; CRDs change it at run time.
     pub registry: RwLock<Registry>,
     /// Tokens and permissions.
-    pub auth: auth::Auth,
+    pub auth: requests::auth::Auth,
     /// Authorization decisions, recorded once enabled (tests check RBAC against it).
-    pub audit: auth::AuditLog,
+    pub audit: requests::auth::AuditLog,
     /// The ValidatingAdmissionPolicies, compiled.
-    pub vap: vap::Policies,
+    pub vap: crds::vap::Policies,
     /// Settings.
     pub config: ServerConfig,
     /// The address clients reach us at (for discovery's serverAddressByClientCIDRs).
     pub address: OnceLock<String>,
-    gc: gc::GcQueue,
+    gc: objects::gc::GcQueue,
     openapi_cache: Mutex<HashMap<GroupVersion, (u64, Arc<Bytes>)>>,
-    openapi_v2_cache: Mutex<Option<(u64, Arc<openapi_v2::Served>)>>,
+    openapi_v2_cache: Mutex<Option<(u64, Arc<encodings::openapi_v2::Served>)>>,
     registry_generation: std::sync::atomic::AtomicU64,
 }
 
 impl Server {
     /// Returns a server with the built-in kinds and the namespaces every cluster has, and starts
     /// its garbage collector on the current tokio runtime.
-    pub fn new(config: ServerConfig, auth: auth::Auth) -> Arc<Self> {
-        let (gc, gc_rx) = gc::GcQueue::new();
+    pub fn new(config: ServerConfig, auth: requests::auth::Auth) -> Arc<Self> {
+        let (gc, gc_rx) = objects::gc::GcQueue::new();
         let server = Arc::new(Self {
             store: Store::new(config.history_capacity, config.watch_buffer),
             registry: RwLock::new(Registry::with_builtins()),
             auth,
-            audit: auth::AuditLog::default(),
-            vap: vap::Policies::default(),
+            audit: requests::auth::AuditLog::default(),
+            vap: crds::vap::Policies::default(),
             config,
             address: OnceLock::new(),
             gc,
@@ -117,32 +97,32 @@ impl Server {
         });
         for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
             let obj = serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
-            if let Err(e) = verbs::create_object(
+            if let Err(e) = rest::verbs::create_object(
                 &server,
                 "",
                 "v1",
                 "namespaces",
                 None,
                 obj,
-                &kit::WriteOptions::internal(),
+                &requests::kit::WriteOptions::internal(),
             ) {
                 tracing::error!(namespace = ns, error = %e.message, "cannot create a built-in namespace");
             }
         }
-        for pc in priority::system_class_objects() {
-            if let Err(e) = verbs::create_object(
+        for pc in objects::priority::system_class_objects() {
+            if let Err(e) = rest::verbs::create_object(
                 &server,
                 "scheduling.k8s.io",
                 "v1",
                 "priorityclasses",
                 None,
                 pc,
-                &kit::WriteOptions::internal(),
+                &requests::kit::WriteOptions::internal(),
             ) {
                 tracing::error!(error = %e.message, "cannot create a system PriorityClass");
             }
         }
-        gc::spawn(Arc::downgrade(&server), gc_rx);
+        objects::gc::spawn(Arc::downgrade(&server), gc_rx);
         server
     }
 
@@ -201,7 +181,7 @@ async fn dispatch(State(server): State<Arc<Server>>, req: Request) -> Response {
             .into_response();
         }
     };
-    let ctx = kit::RequestCtx {
+    let ctx = requests::kit::RequestCtx {
         method: parts.method.clone(),
         query,
         headers: parts.headers,
@@ -218,13 +198,13 @@ async fn dispatch(State(server): State<Arc<Server>>, req: Request) -> Response {
 async fn route_request(
     server: &Arc<Server>,
     path: &str,
-    ctx: kit::RequestCtx,
+    ctx: requests::kit::RequestCtx,
 ) -> ApiResult<Response> {
-    let route = request::route(path);
+    let route = requests::request::route(path);
     if !matches!(route, Route::Resource(_)) && ctx.method != Method::GET {
         return Err(ApiError::method_not_allowed(ctx.method.as_str(), path));
     }
-    let format = discovery::DiscoveryFormat::from_accept(accept(&ctx.headers));
+    let format = encodings::discovery::DiscoveryFormat::from_accept(accept(&ctx.headers));
     let discovery_response = |v: Value| {
         let mut r = value_response(StatusCode::OK, &v);
         if let Ok(ct) = HeaderValue::from_str(&format.content_type()) {
@@ -238,33 +218,37 @@ async fn route_request(
         Route::CoreVersions => {
             let reg = server.registry.read();
             Ok(match format {
-                discovery::DiscoveryFormat::Aggregated(v) => {
-                    discovery_response(discovery::aggregated(&reg, true, v))
+                encodings::discovery::DiscoveryFormat::Aggregated(v) => {
+                    discovery_response(encodings::discovery::aggregated(&reg, true, v))
                 }
-                discovery::DiscoveryFormat::Legacy => value_response(
+                encodings::discovery::DiscoveryFormat::Legacy => value_response(
                     StatusCode::OK,
-                    &discovery::core_versions(server.address.get().map_or("", String::as_str)),
+                    &encodings::discovery::core_versions(
+                        server.address.get().map_or("", String::as_str),
+                    ),
                 ),
             })
         }
         Route::Groups => {
             let reg = server.registry.read();
             Ok(match format {
-                discovery::DiscoveryFormat::Aggregated(v) => {
-                    discovery_response(discovery::aggregated(&reg, false, v))
+                encodings::discovery::DiscoveryFormat::Aggregated(v) => {
+                    discovery_response(encodings::discovery::aggregated(&reg, false, v))
                 }
-                discovery::DiscoveryFormat::Legacy => {
-                    value_response(StatusCode::OK, &discovery::group_list(&reg))
+                encodings::discovery::DiscoveryFormat::Legacy => {
+                    value_response(StatusCode::OK, &encodings::discovery::group_list(&reg))
                 }
             })
         }
-        Route::Group(g) => discovery::group(&server.registry.read(), &g)
+        Route::Group(g) => encodings::discovery::group(&server.registry.read(), &g)
             .map(|v| value_response(StatusCode::OK, &v))
             .ok_or_else(|| ApiError::no_route(path)),
-        Route::GroupVersion(g, v) => discovery::resource_list(&server.registry.read(), &g, &v)
-            .map(|v| value_response(StatusCode::OK, &v))
-            .ok_or_else(|| ApiError::no_route(path)),
-        Route::OpenApiV2 => Ok(openapi_v2::respond(
+        Route::GroupVersion(g, v) => {
+            encodings::discovery::resource_list(&server.registry.read(), &g, &v)
+                .map(|v| value_response(StatusCode::OK, &v))
+                .ok_or_else(|| ApiError::no_route(path))
+        }
+        Route::OpenApiV2 => Ok(encodings::openapi_v2::respond(
             &*openapi_v2(server).await?,
             &ctx.headers,
         )),
@@ -273,7 +257,7 @@ async fn route_request(
             let doc = openapi_document(server, &g, &v).ok_or_else(|| ApiError::no_route(path))?;
             Ok(json_response(StatusCode::OK, Bytes::clone(&doc)))
         }
-        Route::Resource(rp) => handlers::resource(server, rp, ctx).await,
+        Route::Resource(rp) => rest::handlers::resource(server, rp, ctx).await,
         Route::Unknown => Err(ApiError::no_route(path)),
     }
 }
@@ -313,7 +297,7 @@ fn openapi_index(server: &Arc<Server>) -> Value {
                 .map(move |v| (gv_path(g, v), format!("{generation:016X}")))
         })
         .collect();
-    openapi::v3_index(&entries)
+    encodings::openapi::v3_index(&entries)
 }
 
 fn openapi_document(server: &Arc<Server>, group: &str, version: &str) -> Option<Arc<Bytes>> {
@@ -324,17 +308,19 @@ fn openapi_document(server: &Arc<Server>, group: &str, version: &str) -> Option<
     {
         return Some(doc.clone());
     }
-    let infos: Vec<table::ResourceInfo> = server
+    let infos: Vec<encodings::table::ResourceInfo> = server
         .registry
         .read()
         .resources(group, version)
         .iter()
-        .map(|d| kit::resource_info(d))
+        .map(|d| requests::kit::resource_info(d))
         .collect();
     if infos.is_empty() {
         return None;
     }
-    let doc = Arc::new(Bytes::from(openapi::v3_group_version(&infos).to_string()));
+    let doc = Arc::new(Bytes::from(
+        encodings::openapi::v3_group_version(&infos).to_string(),
+    ));
     server
         .openapi_cache
         .lock()
@@ -345,14 +331,14 @@ fn openapi_document(server: &Arc<Server>, group: &str, version: &str) -> Option<
 /// The `/openapi/v2` document of every served group version, rebuilt when the served resources
 /// change. Building it takes a while (about 3 s in a debug build; once built it is answered in
 /// milliseconds), so it runs on the blocking pool, off the threads that serve requests.
-async fn openapi_v2(server: &Arc<Server>) -> ApiResult<Arc<openapi_v2::Served>> {
+async fn openapi_v2(server: &Arc<Server>) -> ApiResult<Arc<encodings::openapi_v2::Served>> {
     let generation = server.registry_generation();
     if let Some((g, served)) = server.openapi_v2_cache.lock().as_ref()
         && *g == generation
     {
         return Ok(served.clone());
     }
-    let group_versions: Vec<Vec<table::ResourceInfo>> = {
+    let group_versions: Vec<Vec<encodings::table::ResourceInfo>> = {
         let registry = server.registry.read();
         registry
             .groups()
@@ -362,12 +348,12 @@ async fn openapi_v2(server: &Arc<Server>) -> ApiResult<Arc<openapi_v2::Served>> 
                 registry
                     .resources(&g, &v)
                     .iter()
-                    .map(|d| kit::resource_info(d))
+                    .map(|d| requests::kit::resource_info(d))
                     .collect()
             })
             .collect()
     };
-    let built = tokio::task::spawn_blocking(move || openapi_v2::serve(&group_versions))
+    let built = tokio::task::spawn_blocking(move || encodings::openapi_v2::serve(&group_versions))
         .await
         .map_err(|e| e.to_string())
         .and_then(|r| r);

@@ -251,12 +251,12 @@ impl Kubelet {
                     Tracked {
                         life: Life::Running {
                             since: now,
-                            at: crate::apiserver::lifecycle::now(),
+                            at: crate::apiserver::objects::lifecycle::now(),
                         },
                         restarts: 0,
                         last_termination: None,
                         ip: format!("10.244.{}.{}", self.index, next_ip),
-                        started_at: crate::apiserver::lifecycle::now(),
+                        started_at: crate::apiserver::objects::lifecycle::now(),
                         written: None,
                         run: None,
                     }
@@ -346,7 +346,7 @@ impl Kubelet {
             Some(None) => {
                 t.life = Life::Running {
                     since: now,
-                    at: crate::apiserver::lifecycle::now(),
+                    at: crate::apiserver::objects::lifecycle::now(),
                 };
                 t.run = self.workloads.begin(pod, self.host_root.as_deref());
                 None
@@ -379,7 +379,7 @@ impl Kubelet {
                 if now >= until {
                     t.life = Life::Running {
                         since: now,
-                        at: crate::apiserver::lifecycle::now(),
+                        at: crate::apiserver::objects::lifecycle::now(),
                     };
                     t.run = self.workloads.begin(pod, self.host_root.as_deref());
                 }
@@ -421,7 +421,7 @@ impl Kubelet {
                 }
                 t.last_termination = Some(json!({"terminated": {
                     "exitCode": code, "reason": reason, "startedAt": at,
-                    "finishedAt": crate::apiserver::lifecycle::now(),
+                    "finishedAt": crate::apiserver::objects::lifecycle::now(),
                 }}));
                 let restarts = match policy {
                     "Always" => !fatal,
@@ -434,7 +434,7 @@ impl Kubelet {
                         t.run = self.workloads.begin(pod, self.host_root.as_deref());
                         Life::Running {
                             since: now,
-                            at: crate::apiserver::lifecycle::now(),
+                            at: crate::apiserver::objects::lifecycle::now(),
                         }
                     } else {
                         Life::BackOff {
@@ -478,7 +478,7 @@ async fn finish(client: &Client, pod: &Pod, t: Option<&mut Tracked>, now: Instan
         if let Life::Running { at, .. } = &t.life {
             t.last_termination = Some(json!({"terminated": {
                 "exitCode": 143, "reason": "Error", "startedAt": at,
-                "finishedAt": crate::apiserver::lifecycle::now(),
+                "finishedAt": crate::apiserver::objects::lifecycle::now(),
             }}));
         }
         t.life = if matches!(t.life, Life::Waiting { .. }) {

@@ -149,7 +149,7 @@ async fn report_ready(client: &Client, node: &str) -> anyhow::Result<()> {
         .get_status(node)
         .await
         .with_context(|| format!("reading Node {node}"))?;
-    let now = crate::apiserver::lifecycle::now();
+    let now = crate::apiserver::objects::lifecycle::now();
     let mut conditions = current
         .status
         .and_then(|s| s.conditions)

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::apiserver::conversion::{self, Conversion};
+use crate::apiserver::encodings::conversion::{self, Conversion};
 use crate::storage::builtins::BUILTINS;
 pub use crate::storage::builtins::Verbs;
 
@@ -94,7 +94,7 @@ pub struct CrdVersion {
     /// The version's openAPIV3Schema, if given.
     pub schema: Option<Value>,
     /// Compiled schema used to prune, default and validate objects.
-    pub compiled: Option<crate::apiserver::schema::CompiledSchema>,
+    pub compiled: Option<crate::apiserver::crds::schema::CompiledSchema>,
     /// additionalPrinterColumns as given.
     pub printer_columns: Vec<Value>,
 }

@@ -13,7 +13,7 @@ use k8s_openapi::api::admissionregistration::v1::{
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, DeleteParams, EvictParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
-use telemesh_sim::apiserver::auth::PodBinding;
+use telemesh_sim::apiserver::requests::auth::PodBinding;
 use telemesh_sim::{Auth, SimConfig, UserInfo};
 
 use super::{code, reason, sim_with};

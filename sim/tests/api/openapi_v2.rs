@@ -6,7 +6,7 @@ use kube::api::{Api, DeleteParams, PostParams};
 use kube::client::Body;
 use serde_json::{Value, json};
 use telemesh_sim::Sim;
-use telemesh_sim::apiserver::openapi_v2::{PROTOBUF, PROTOBUF_SERVED};
+use telemesh_sim::apiserver::encodings::openapi_v2::{PROTOBUF, PROTOBUF_SERVED};
 
 use super::sim;
 

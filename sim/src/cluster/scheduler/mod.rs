@@ -664,7 +664,7 @@ impl Scheduler {
                 "type": preemption::DISRUPTION_TARGET, "status": "True",
                 "reason": preemption::REASON_PREEMPTION_BY_SCHEDULER,
                 "message": preemption::disruption_message(scheduler),
-                "lastTransitionTime": crate::apiserver::lifecycle::now(),
+                "lastTransitionTime": crate::apiserver::objects::lifecycle::now(),
             }]}});
             match api
                 .patch_status(&name, &PatchParams::default(), &Patch::Strategic(condition))
@@ -943,7 +943,7 @@ impl Scheduler {
             Api::namespaced(self.client.clone(), &pod.namespace().unwrap_or_default());
         let mut status = json!({"status": {"conditions": [{
             "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
-            "message": message, "lastTransitionTime": crate::apiserver::lifecycle::now(),
+            "message": message, "lastTransitionTime": crate::apiserver::objects::lifecycle::now(),
         }]}});
         // One status patch with the condition and, when it changes, the nomination (upstream's
         // `updatePod`).

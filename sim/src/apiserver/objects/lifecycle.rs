@@ -8,9 +8,9 @@ use rand::Rng as _;
 use serde_json::{Map, Value, json};
 
 use super::defaults;
-use super::error::{ApiError, ApiResult};
-use super::kit::FieldValidation;
-use super::patch::{BuiltinListMeta, ListMeta, SchemaListMeta};
+use crate::apiserver::requests::error::{ApiError, ApiResult};
+use crate::apiserver::requests::kit::FieldValidation;
+use crate::apiserver::rest::patch::{BuiltinListMeta, ListMeta, SchemaListMeta};
 use crate::storage::registry::{ResourceDef, ResourceId};
 use crate::storage::selectors::LabelSelector;
 use crate::storage::store::{ObjKey, Stored, Txn};
@@ -418,7 +418,9 @@ pub fn validate_fields_of(
 /// A status update's error as kube-apiserver words it, from a validation of the status alone:
 /// paths in messages from the status (`status.x in body` → `x in body`) and the schema's plain
 /// errors (no field, an empty value: `Checked value must be ...`) on `status`, not the root.
-fn relative_to_status(e: super::schema::FieldError) -> (String, &'static str, String) {
+fn relative_to_status(
+    e: crate::apiserver::crds::schema::FieldError,
+) -> (String, &'static str, String) {
     static PATH: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
         regex::Regex::new(r"(^|: | in )status\.(\S)").expect("a valid pattern")
     });

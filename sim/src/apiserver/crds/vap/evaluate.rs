@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use super::policy::{Expression, FailurePolicy, Policy, Reason};
 use super::request::Request;
-use crate::apiserver::expr;
+use crate::apiserver::crds::expr;
 
 /// kube-apiserver's limit on a message expression's result (`MaxEvaluatedMessageExpressionSizeBytes`).
 const MAX_MESSAGE_BYTES: usize = 5 * 1024;
@@ -200,7 +200,7 @@ mod tests {
     use super::super::policy::compile_policy;
     use super::super::request::{GroupVersion, Operation};
     use super::*;
-    use crate::apiserver::auth::{PodBinding, UserInfo};
+    use crate::apiserver::requests::auth::{PodBinding, UserInfo};
 
     fn policy(extra: Value) -> Policy {
         let mut spec = json!({"matchConstraints": {"resourceRules": [

@@ -11,8 +11,9 @@ use serde_json::{Value, json};
 
 use super::auth::UserInfo;
 use super::error::{ApiError, ApiResult};
-use super::table::{IncludeObject, PrinterColumn, ResourceInfo};
-use super::{Server, protobuf};
+use crate::apiserver::Server;
+use crate::apiserver::encodings::protobuf;
+use crate::apiserver::encodings::table::{IncludeObject, PrinterColumn, ResourceInfo};
 use crate::storage::registry::{ResourceDef, ResourceId};
 use crate::storage::selectors::{FieldSelector, LabelSelector};
 use crate::storage::store::{ObjKey, Stored, WatchFilter};
@@ -72,7 +73,7 @@ impl WriteOptions {
         }
     }
 
-    pub(super) fn from_request(ctx: &RequestCtx) -> ApiResult<Self> {
+    pub(in crate::apiserver) fn from_request(ctx: &RequestCtx) -> ApiResult<Self> {
         let q = &ctx.query;
         let field_manager = match q.get("fieldManager") {
             Some(m) if m.len() > 128 => {
@@ -132,7 +133,7 @@ pub enum OutputFormat {
 
 /// Reads the Accept header and `includeObject`.
 pub fn output_format(headers: &HeaderMap, query: &HashMap<String, String>) -> OutputFormat {
-    let accept = super::accept(headers);
+    let accept = crate::apiserver::accept(headers);
     for part in accept.split(',') {
         if part.contains("as=Table") {
             let include = match query.get("includeObject").map(String::as_str) {
@@ -219,7 +220,7 @@ pub fn object_value(def: &ResourceDef, s: &Stored) -> Value {
     v
 }
 
-pub(super) fn metadata_only(v: &Value) -> Value {
+pub(in crate::apiserver) fn metadata_only(v: &Value) -> Value {
     json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": v.get("metadata").cloned().unwrap_or(json!({}))})
 }
 
@@ -236,7 +237,7 @@ pub fn key(def: &ResourceDef, ns: Option<&str>, name: &str) -> ObjKey {
 }
 
 /// Returns true when the request body is Kubernetes protobuf (kubectl's typed clients send it).
-pub(super) fn is_protobuf(ctx: &RequestCtx) -> bool {
+pub(in crate::apiserver) fn is_protobuf(ctx: &RequestCtx) -> bool {
     ctx.headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -245,7 +246,7 @@ pub(super) fn is_protobuf(ctx: &RequestCtx) -> bool {
 
 /// Decodes a request body (JSON, or protobuf for the built-in kinds) expected to hold
 /// `group/version` `kind`; protobuf bodies name their own type, which wins.
-pub(super) fn parse_body(
+pub(in crate::apiserver) fn parse_body(
     ctx: &RequestCtx,
     group: &str,
     version: &str,
@@ -292,7 +293,7 @@ pub enum PatchType {
 }
 
 impl PatchType {
-    pub(super) fn from_content_type(ct: &str) -> ApiResult<Self> {
+    pub(in crate::apiserver) fn from_content_type(ct: &str) -> ApiResult<Self> {
         let ct = ct.split(';').next().unwrap_or_default().trim();
         match ct {
             "application/json-patch+json" => Ok(Self::Json),
@@ -306,7 +307,7 @@ impl PatchType {
     }
 }
 
-pub(super) fn parse_patch_body(ctx: &RequestCtx, ty: PatchType) -> ApiResult<Value> {
+pub(in crate::apiserver) fn parse_patch_body(ctx: &RequestCtx, ty: PatchType) -> ApiResult<Value> {
     match serde_json::from_slice::<Value>(&ctx.body) {
         Ok(v) => Ok(v),
         Err(e) if ty == PatchType::Apply => {
@@ -321,7 +322,7 @@ pub(super) fn parse_patch_body(ctx: &RequestCtx, ty: PatchType) -> ApiResult<Val
     }
 }
 
-pub(super) fn build_filter(
+pub(in crate::apiserver) fn build_filter(
     def: &ResourceDef,
     ns: Option<&str>,
     query: &HashMap<String, String>,
@@ -363,7 +364,7 @@ pub(super) fn build_filter(
 }
 
 /// Returns who is asking: the authenticated user, or the admin when authentication is off.
-pub(super) fn requester(ctx: &RequestCtx) -> UserInfo {
+pub(in crate::apiserver) fn requester(ctx: &RequestCtx) -> UserInfo {
     ctx.user.clone().unwrap_or(UserInfo {
         username: "system:admin".into(),
         groups: vec!["system:masters".into()],
@@ -400,7 +401,7 @@ pub enum Propagation {
 }
 
 impl DeleteOptions {
-    pub(super) fn from_request(ctx: &RequestCtx) -> ApiResult<Self> {
+    pub(in crate::apiserver) fn from_request(ctx: &RequestCtx) -> ApiResult<Self> {
         let body: Value = if ctx.body.is_empty() {
             Value::Null
         } else if is_protobuf(ctx) {

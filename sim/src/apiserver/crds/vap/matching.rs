@@ -124,7 +124,7 @@ mod tests {
 
     use super::super::request::{GroupVersion, Operation};
     use super::*;
-    use crate::apiserver::auth::UserInfo;
+    use crate::apiserver::requests::auth::UserInfo;
 
     fn constraints(v: Value) -> MatchResources {
         serde_json::from_value(v).unwrap()

@@ -409,7 +409,7 @@ impl protox::file::FileResolver for Embedded {
 
 /// Compiles embedded `.proto` files, as `(import path, source)`, with everything they import
 /// from among them or from protobuf's well-known types (`google/protobuf/*.proto`).
-pub(super) fn compile_embedded(
+pub(in crate::apiserver) fn compile_embedded(
     files: &'static [(&'static str, &'static str)],
 ) -> Result<DescriptorPool, String> {
     let mut resolver = protox::file::ChainFileResolver::new();
@@ -777,7 +777,7 @@ fn int_field(message: &DynamicMessage, name: &str) -> Option<i64> {
 /// `(import path, source)` of a schema kept under `sim/proto/` at its import path.
 macro_rules! upstream {
     ($path:literal) => {
-        ($path, include_str!(concat!("../../proto/", $path)))
+        ($path, include_str!(concat!("../../../proto/", $path)))
     };
 }
 

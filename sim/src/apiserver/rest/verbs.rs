@@ -7,20 +7,26 @@ use std::sync::Arc;
 use http::StatusCode;
 use serde_json::{Value, json};
 
-use super::auth::{Attributes, UserInfo};
-use super::error::{ApiError, ApiResult};
-use super::kit::{DeleteOptions, PatchType, Propagation, WriteOptions, key, object_value};
-use super::{Server, graceful, lifecycle, patch, vap};
+use super::patch;
+use crate::apiserver::Server;
+use crate::apiserver::crds::vap;
+use crate::apiserver::objects::graceful;
+use crate::apiserver::objects::lifecycle;
+use crate::apiserver::requests::auth::{Attributes, UserInfo};
+use crate::apiserver::requests::error::{ApiError, ApiResult};
+use crate::apiserver::requests::kit::{
+    DeleteOptions, PatchType, Propagation, WriteOptions, key, object_value,
+};
 use crate::storage::registry::ResourceDef;
 use crate::storage::store::{ObjKey, Stored, Txn};
 
 /// Resources whose DELETE answers with the deleted object rather than a Status (as upstream).
-pub(super) fn returns_deleted_object(def: &ResourceDef) -> bool {
+pub(in crate::apiserver) fn returns_deleted_object(def: &ResourceDef) -> bool {
     def.is_custom()
         || (def.group.is_empty() && matches!(def.plural.as_str(), "pods" | "namespaces" | "nodes"))
 }
 
-pub(super) fn check_kind(def: &ResourceDef, obj: &mut Value) -> ApiResult<()> {
+pub(in crate::apiserver) fn check_kind(def: &ResourceDef, obj: &mut Value) -> ApiResult<()> {
     let api_version = obj
         .get("apiVersion")
         .and_then(Value::as_str)
@@ -55,7 +61,7 @@ pub(super) fn check_kind(def: &ResourceDef, obj: &mut Value) -> ApiResult<()> {
 /// Runs the admission policies on a client's write of `def` (its `sub`resource); the sim's own
 /// writes (no requester) pass. Returns the warnings to answer.
 #[allow(clippy::too_many_arguments)]
-pub(super) fn admit(
+pub(in crate::apiserver) fn admit(
     server: &Server,
     txn: &Txn<'_>,
     def: &ResourceDef,
@@ -130,7 +136,7 @@ pub fn create_object(
     create_with(server, &def, ns, obj, opts).map(|(s, _)| s)
 }
 
-pub(super) fn create_with(
+pub(in crate::apiserver) fn create_with(
     server: &Arc<Server>,
     def: &Arc<ResourceDef>,
     ns: Option<&str>,
@@ -142,7 +148,7 @@ pub(super) fn create_with(
     lifecycle::prepare_create(def, &mut obj, ns, &now)?;
     let mut warnings = lifecycle::validate_fields(def, &mut obj, None, opts.field_validation)?;
     if def.group == "apiextensions.k8s.io" {
-        super::crd::prepare(&mut obj)?;
+        crate::apiserver::crds::crd::prepare(&mut obj)?;
     }
     server.vap.validate(def, &obj)?;
     let name = obj
@@ -187,7 +193,7 @@ pub(super) fn create_with(
         Ok(txn.put(def, k.clone(), obj))
     })?;
     if def.group == "apiextensions.k8s.io" && !opts.dry_run {
-        super::crd::register(server, &stored.value());
+        crate::apiserver::crds::crd::register(server, &stored.value());
     }
     Ok((stored, warnings))
 }
@@ -261,7 +267,7 @@ pub fn commit_update(
     let mut warnings =
         lifecycle::validate_fields_of(def, &mut new, Some(&old), opts.field_validation, sub)?;
     if def.group == "apiextensions.k8s.io" {
-        super::crd::prepare(&mut new)?;
+        crate::apiserver::crds::crd::prepare(&mut new)?;
     }
     server.vap.validate(def, &new)?;
     warnings.extend(admit(
@@ -438,7 +444,7 @@ pub const JSON_PATCH_REFUSED: &str =
 /// `test`, a path that is not there, an unknown `op`) with one generic 422, an empty `details`
 /// and not the JSON patch library's reason (`NewGenericServerResponse`); sim logs that reason at
 /// debug. Checked against kube-apiserver by tests/tests/compare.rs.
-pub(super) fn json_patch_error(e: patch::PatchError) -> ApiError {
+pub(in crate::apiserver) fn json_patch_error(e: patch::PatchError) -> ApiError {
     match e {
         patch::PatchError::Invalid(why) => {
             tracing::debug!(reason = %why, "a JSON patch does not apply");
@@ -448,7 +454,7 @@ pub(super) fn json_patch_error(e: patch::PatchError) -> ApiError {
     }
 }
 
-pub(super) fn patch_error(e: patch::PatchError) -> ApiError {
+pub(in crate::apiserver) fn patch_error(e: patch::PatchError) -> ApiError {
     let code = e.http_status();
     let mut err = ApiError::new(code, e.reason(), e.to_string());
     if code == 422 {
@@ -468,7 +474,7 @@ pub enum DeleteOutcome {
 
 /// The default propagation: batch/v1 Jobs orphan their pods unless told otherwise (as upstream,
 /// for compatibility); everything else is Background.
-pub(super) fn default_propagation(def: &ResourceDef) -> Propagation {
+pub(in crate::apiserver) fn default_propagation(def: &ResourceDef) -> Propagation {
     if def.group == "batch" && def.plural == "jobs" {
         Propagation::Orphan
     } else {

@@ -16,7 +16,7 @@ use k8s_openapi::api::admissionregistration::v1::{
 use serde_json::Value;
 use telemesh_core::go::quote;
 
-use crate::apiserver::expr;
+use crate::apiserver::crds::expr;
 
 /// The variables of a policy's expressions.
 const VARIABLES: &[&str] = &[

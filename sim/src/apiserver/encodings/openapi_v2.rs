@@ -442,7 +442,7 @@ fn pool() -> Result<&'static DescriptorPool, String> {
     POOL.get_or_init(|| {
         super::protobuf::compile_embedded(&[(
             "openapiv2/OpenAPIv2.proto",
-            include_str!("../../proto/openapiv2/OpenAPIv2.proto"),
+            include_str!("../../../proto/openapiv2/OpenAPIv2.proto"),
         )])
     })
     .as_ref()
@@ -673,7 +673,7 @@ fn single(
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::apiserver::kit::resource_info;
+    use crate::apiserver::requests::kit::resource_info;
     use crate::storage::registry::Registry;
 
     /// Every built-in group version, and a custom resource whose schema has what v2 lacks.

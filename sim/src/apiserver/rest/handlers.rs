@@ -10,18 +10,20 @@ use bytes::{BufMut, BytesMut};
 use http::{HeaderValue, StatusCode, header};
 use serde_json::{Value, json};
 
-use super::auth::{self, Attributes};
-use super::error::{ApiError, ApiResult};
-use super::kit::{
+use super::verbs::{
+    DeleteOutcome, create_with, delete_object, patch_object, returns_deleted_object, update_object,
+};
+use super::{subresources, watch};
+use crate::apiserver::encodings::table;
+use crate::apiserver::requests::auth::{self, Attributes};
+use crate::apiserver::requests::error::{ApiError, ApiResult};
+use crate::apiserver::requests::kit::{
     DeleteOptions, OutputFormat, PatchType, RequestCtx, WriteOptions, build_filter, key,
     metadata_only, object_bytes, object_value, output_format, parse_body, parse_patch_body,
     requester, resource_info,
 };
-use super::request::ResourcePath;
-use super::verbs::{
-    DeleteOutcome, create_with, delete_object, patch_object, returns_deleted_object, update_object,
-};
-use super::{Server, json_response, subresources, table, watch};
+use crate::apiserver::requests::request::ResourcePath;
+use crate::apiserver::{Server, json_response};
 use crate::storage::registry::ResourceDef;
 use crate::storage::store::{ObjKey, Stored};
 

@@ -5,9 +5,9 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use super::Server;
-use super::error::{ApiError, ApiResult};
 use super::schema::CompiledSchema;
+use crate::apiserver::Server;
+use crate::apiserver::requests::error::{ApiError, ApiResult};
 use crate::storage::registry::{CrdVersion, ResourceDef, ScalePaths};
 
 fn s<'a>(v: &'a Value, ptr: &str) -> &'a str {
@@ -105,7 +105,7 @@ pub fn prepare(crd: &mut Value) -> ApiResult<()> {
     if !stored_versions.iter().any(|v| v == &json!(storage_version)) {
         stored_versions.push(json!(storage_version));
     }
-    let now = super::lifecycle::now();
+    let now = crate::apiserver::objects::lifecycle::now();
     let condition = |ty: &str, reason: &str, message: &str| json!({"type": ty, "status": "True", "lastTransitionTime": now, "reason": reason, "message": message});
     crd["status"] = json!({
         "conditions": [

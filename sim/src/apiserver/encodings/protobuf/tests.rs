@@ -10,7 +10,12 @@ use super::*;
 
 macro_rules! fixture {
     ($name:literal) => {
-        include_bytes!(concat!("../../../tests/fixtures/protobuf/", $name, ".bin")).as_slice()
+        include_bytes!(concat!(
+            "../../../../tests/fixtures/protobuf/",
+            $name,
+            ".bin"
+        ))
+        .as_slice()
     };
 }
 

@@ -5,7 +5,7 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::apiserver::auth::UserInfo;
+use crate::apiserver::requests::auth::UserInfo;
 
 /// The admission operation of a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -8,9 +8,9 @@ use std::sync::{Arc, Weak};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use super::Server;
-use super::kit::{DeleteOptions, Propagation, WriteOptions};
-use super::{kit, verbs};
+use crate::apiserver::Server;
+use crate::apiserver::requests::kit::{self, DeleteOptions, Propagation, WriteOptions};
+use crate::apiserver::rest::verbs;
 use crate::storage::registry::{ResourceDef, ResourceId};
 use crate::storage::store::{ObjKey, Stored};
 
@@ -72,7 +72,7 @@ impl Server {
 
     /// Reacts to a changed CRD (new or removed versions).
     pub fn crd_changed(self: &Arc<Self>, crd: &Value) {
-        super::crd::register(self, crd);
+        crate::apiserver::crds::crd::register(self, crd);
     }
 }
 
@@ -363,5 +363,5 @@ fn drop_custom_resources(server: &Arc<Server>, crd: &Value) {
             txn.drop_resource(&id);
         });
     }
-    super::crd::unregister(server, crd);
+    crate::apiserver::crds::crd::unregister(server, crd);
 }

@@ -7,10 +7,11 @@ use axum::response::Response;
 use http::StatusCode;
 use serde_json::{Value, json};
 
-use super::error::{ApiError, ApiResult};
-use super::kit::{DeleteOptions, PatchType, Propagation, WriteOptions, key};
-use super::verbs;
-use super::{Server, json_response, patch, vap};
+use super::{patch, verbs};
+use crate::apiserver::crds::vap;
+use crate::apiserver::requests::error::{ApiError, ApiResult};
+use crate::apiserver::requests::kit::{DeleteOptions, PatchType, Propagation, WriteOptions, key};
+use crate::apiserver::{Server, json_response};
 use crate::storage::registry::{ResourceDef, ResourceId};
 use crate::storage::selectors::LabelSelector;
 use crate::storage::store::{ObjKey, Stored};
@@ -159,7 +160,7 @@ fn admit_subresource(
 /// Sets a pod condition (`status.conditions[type]`), keeping its transition time when the
 /// status does not change.
 pub fn set_condition(pod: &mut Value, ty: &str, status: &str, reason: Option<&str>) {
-    let now = super::lifecycle::now();
+    let now = crate::apiserver::objects::lifecycle::now();
     if !pod.get("status").is_some_and(Value::is_object) {
         pod["status"] = json!({});
     }
@@ -400,7 +401,7 @@ fn mark_disruption_target(
         .map(|i| &conditions[i])
         .filter(|c| c["status"] == "True")
         .and_then(|c| c.get("lastTransitionTime").cloned())
-        .unwrap_or_else(|| Value::String(super::lifecycle::now()));
+        .unwrap_or_else(|| Value::String(crate::apiserver::objects::lifecycle::now()));
     let condition = json!({
         "type": "DisruptionTarget",
         "status": "True",

@@ -5,7 +5,7 @@
 //!   binding of it selects too (the binding's `matchResources`, when set);
 //! - its `matchConditions`, `variables` and `validations` are CEL over `object`, `oldObject`,
 //!   `request` (with `request.userInfo.extra`, e.g. a bound token's node name) and
-//!   `namespaceObject` ([`evaluate`]), in the CEL of CRD validation rules ([`crate::apiserver::expr`]);
+//!   `namespaceObject` ([`evaluate`]), in the CEL of CRD validation rules ([`crate::apiserver::crds::expr`]);
 //! - a failed validation under a `Deny` binding refuses the request with kube-apiserver's status:
 //!   `<resource> "<name>" is forbidden: ValidatingAdmissionPolicy '<policy>' with binding
 //!   '<binding>' denied request: <message>`, code and reason from the validation's `reason`
@@ -20,7 +20,7 @@
 //! are not admitted.
 //!
 //! Not implemented: `params` (`paramKind`, `paramRef`), the `authorizer` variable and the CEL
-//! libraries [`crate::apiserver::expr`] lacks (a policy using them fails as misconfigured, so
+//! libraries [`crate::apiserver::crds::expr`] lacks (a policy using them fails as misconfigured, so
 //! its failure policy decides), `auditAnnotations`, type checking (`status.typeChecking`), cost
 //! budgets, and the scale subresource (a scale is admitted as the update of its workload).
 
@@ -36,7 +36,7 @@ use cel::Env;
 use parking_lot::Mutex;
 use serde_json::{Value, json};
 
-use super::error::{ApiError, ApiResult};
+use crate::apiserver::requests::error::{ApiError, ApiResult};
 use crate::storage::registry::{ResourceDef, ResourceId};
 use crate::storage::store::{ObjKey, Stored, Txn};
 pub use evaluate::Failure;
@@ -312,7 +312,7 @@ pub fn admit(policies: &Policies, txn: &Txn<'_>, request: &Request<'_>) -> ApiRe
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::apiserver::auth::UserInfo;
+    use crate::apiserver::requests::auth::UserInfo;
 
     fn compiled(name: &str, validations: Value) -> (String, Compiled) {
         let env = Arc::new(super::super::expr::environment().unwrap());

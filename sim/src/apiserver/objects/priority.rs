@@ -8,7 +8,7 @@
 
 use serde_json::{Value, json};
 
-use super::error::{ApiError, ApiResult};
+use crate::apiserver::requests::error::{ApiError, ApiResult};
 use crate::storage::registry::ResourceId;
 use crate::storage::store::{ObjKey, Txn};
 
