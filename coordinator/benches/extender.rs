@@ -26,6 +26,13 @@
 //! API server's copy of every pod is in the replica's watch, all staying, so any may be swapped.
 //! Run: `cargo bench -p telemesh-coordinator --bench extender` (only preempt: append
 //! `-- preempt`).
+//!
+//! Instructions instead of time (issue 31, item 4): with `EXTENDER_INSTRUCTIONS=N` nothing is
+//! timed; each chosen row (`EXTENDER_VERBS`: `filter`, `prioritize`, and `ignored`, the
+//! `IgnoredAny` parse of a full-node body) is called once to warm up, then N times inside
+//! [`counted`], which `scripts/extender-instructions.sh` counts under callgrind
+//! (`--toggle-collect`): instructions per call, a figure that does not move with the machine's
+//! load.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant, SystemTime};
@@ -365,6 +372,30 @@ fn node_counts() -> Vec<usize> {
         .unwrap_or_else(|| vec![100, 1_000, 5_000])
 }
 
+/// `EXTENDER_INSTRUCTIONS`: calls per row to count instead of timing them.
+fn instruction_calls() -> Option<usize> {
+    std::env::var("EXTENDER_INSTRUCTIONS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|n| *n > 0)
+}
+
+/// Whether `EXTENDER_VERBS` (comma-separated; default all) asks for `verb`.
+fn wants_verb(verb: &str) -> bool {
+    std::env::var("EXTENDER_VERBS")
+        .map(|v| v.split(',').any(|m| m.trim() == verb))
+        .unwrap_or(true)
+}
+
+/// Calls `call` `calls` times: the one function callgrind counts (`--toggle-collect`), kept out
+/// of line so that its name survives optimisation.
+#[inline(never)]
+fn counted(calls: usize, call: &mut dyn FnMut()) {
+    for _ in 0..calls {
+        call();
+    }
+}
+
 /// Whether `EXTENDER_MODES` (comma-separated; default all) asks for `mode`.
 fn wants_mode(mode: &str) -> bool {
     std::env::var("EXTENDER_MODES")
@@ -447,6 +478,26 @@ fn main() {
                 ..Settings::default()
             };
             let ext = Extender::new(view, policies.clone(), settings);
+            if let Some(calls) = instruction_calls() {
+                for verb in ["filter", "prioritize", "ignored"] {
+                    if !wants_verb(verb) || (verb == "ignored" && mode != "full-node") {
+                        continue;
+                    }
+                    let mut call = || match verb {
+                        "filter" => assert_eq!(ext.filter(black_box(body)).reply.status, 200),
+                        "prioritize" => {
+                            assert_eq!(ext.prioritize(black_box(body)).reply.status, 200);
+                        }
+                        _ => {
+                            black_box(serde_json::from_slice::<IgnoredAny>(black_box(body)).ok());
+                        }
+                    };
+                    call();
+                    counted(calls, &mut call);
+                    println!("counted {n} {mode} {verb} {calls}");
+                }
+                continue;
+            }
             let floors = (mode == "full-node").then(|| {
                 let ignored = measure(budget, || {
                     black_box(serde_json::from_slice::<IgnoredAny>(black_box(body)).ok());
@@ -515,7 +566,7 @@ fn main() {
             }
         }
     }
-    if std::env::var("EXTENDER_PREEMPT").as_deref() != Ok("0") {
+    if std::env::var("EXTENDER_PREEMPT").as_deref() != Ok("0") && instruction_calls().is_none() {
         preempt(budget, &policies);
     }
 }
