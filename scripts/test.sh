@@ -13,29 +13,31 @@ if ! "$PYTHON" -c 'import kubernetes' 2>/dev/null; then
   "$PYTHON" -m pip install --quiet --disable-pip-version-check kubernetes==37.0.2
 fi
 
+# Installs Debian's package $1 for $2 (the tests that need it) when we may (root, apt-get present),
+# trying the package lists as they are first, then refreshed; says $3 (what those tests do
+# without it) when it cannot.
+install_for_tests() {
+  local package="$1" needed_by="$2" without="$3"
+  if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
+    echo "no $package, and not root or no apt-get: $without (apt-get install $package)"
+    return 0
+  fi
+  echo "installing Debian's $package (apt-get install -y $package) for $needed_by"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$package" >/dev/null \
+    || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$package" >/dev/null; } \
+    || echo "could not install $package: $without"
+}
+
 # The dashboard test (tests/tests/dashboard.rs) evaluates every Grafana query with the real
 # Prometheus: Debian's package (2.42), installed when missing and we may (root, apt reachable).
 if ! command -v prometheus >/dev/null 2>&1 && [ -z "${TELEMESH_PROMETHEUS:-}" ]; then
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    echo "installing Debian's prometheus package for the dashboard test"
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null \
-      || echo "installing prometheus failed: the dashboard test skips its Prometheus half"
-  else
-    echo "prometheus is missing and cannot be installed here (not root or no apt-get): the dashboard test skips its Prometheus half"
-  fi
+  install_for_tests prometheus "the dashboard test" "the dashboard test skips its Prometheus half"
 fi
 
 # The live page's browser test (tests/tests/page.rs) drives Debian's chromium; it says SKIPPED
 # when there is none and we cannot install it.
 if ! command -v chromium >/dev/null 2>&1 && [ -z "${TELEMESH_CHROMIUM:-}" ]; then
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    echo "installing Debian's chromium (apt-get install -y chromium) for the live page's browser test"
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null \
-      || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } \
-      || echo "could not install chromium: the live page's browser test will say SKIPPED"
-  else
-    echo "no chromium and not root: the live page's browser test will say SKIPPED (apt-get install chromium)"
-  fi
+  install_for_tests chromium "the live page's browser test" "the live page's browser test will say SKIPPED"
 fi
 
 # The tests on a real control plane (etcd, kube-apiserver, kube-controller-manager and
@@ -56,14 +58,7 @@ fi
 # the shipped profiles' fat LTO; the tag says so. Without buildah the image tests say SKIPPED; a
 # build that fails fails this command.
 if ! command -v buildah >/dev/null 2>&1; then
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    echo "installing Debian's buildah (apt-get install -y buildah) for the image tests"
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq buildah >/dev/null \
-      || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq buildah >/dev/null; } \
-      || echo "could not install buildah: the image tests will say SKIPPED"
-  else
-    echo "no buildah and not root: the image tests will say SKIPPED (apt-get install buildah)"
-  fi
+  install_for_tests buildah "the image tests" "the image tests will say SKIPPED"
 fi
 if [ -n "${TELEMESH_IMAGE_TAG:-}" ]; then
   # Images already built (e.g. the shipped ones: scripts/images.sh --hermetic, then

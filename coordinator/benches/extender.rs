@@ -380,13 +380,6 @@ fn instruction_calls() -> Option<usize> {
         .filter(|n| *n > 0)
 }
 
-/// Whether `EXTENDER_VERBS` (comma-separated; default all) asks for `verb`.
-fn wants_verb(verb: &str) -> bool {
-    std::env::var("EXTENDER_VERBS")
-        .map(|v| v.split(',').any(|m| m.trim() == verb))
-        .unwrap_or(true)
-}
-
 /// Calls `call` `calls` times: the one function callgrind counts (`--toggle-collect`), kept out
 /// of line so that its name survives optimisation.
 #[inline(never)]
@@ -396,10 +389,11 @@ fn counted(calls: usize, call: &mut dyn FnMut()) {
     }
 }
 
-/// Whether `EXTENDER_MODES` (comma-separated; default all) asks for `mode`.
-fn wants_mode(mode: &str) -> bool {
-    std::env::var("EXTENDER_MODES")
-        .map(|v| v.split(',').any(|m| m.trim() == mode))
+/// Whether the comma-separated list in `var` (`EXTENDER_MODES`, `EXTENDER_VERBS`; unset: all)
+/// names `item`.
+fn wants(var: &str, item: &str) -> bool {
+    std::env::var(var)
+        .map(|v| v.split(',').any(|m| m.trim() == item))
         .unwrap_or(true)
 }
 
@@ -446,7 +440,7 @@ fn main() {
             "Pod": pod_json(), "Nodes": null, "NodeNames": names
         }))
         .expect("encodes");
-        let full = wants_mode("full-node").then(|| {
+        let full = wants("EXTENDER_MODES", "full-node").then(|| {
             serde_json::to_vec(&serde_json::json!({
                 "Pod": pod_json(),
                 "Nodes": {"metadata": {}, "items": (0..n).map(node_json).collect::<Vec<_>>()},
@@ -455,7 +449,7 @@ fn main() {
             .expect("encodes")
         });
         for mode in ["cache", "cache+rw", "full-node"] {
-            if !wants_mode(mode) {
+            if !wants("EXTENDER_MODES", mode) {
                 continue;
             }
             let body = match (mode, &full) {
@@ -480,7 +474,8 @@ fn main() {
             let ext = Extender::new(view, policies.clone(), settings);
             if let Some(calls) = instruction_calls() {
                 for verb in ["filter", "prioritize", "ignored"] {
-                    if !wants_verb(verb) || (verb == "ignored" && mode != "full-node") {
+                    if !wants("EXTENDER_VERBS", verb) || (verb == "ignored" && mode != "full-node")
+                    {
                         continue;
                     }
                     let mut call = || match verb {

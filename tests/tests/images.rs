@@ -158,15 +158,9 @@ fn every_binary_has_a_containerfile_that_builds_and_runs_it_as_non_root() {
             bins.iter().any(|b| b == bin),
             "{dir}: --bin {bin} is not one of {bins:?}"
         );
-        // The binary copied out is the one the build wrote: cargo's output directory is named
-        // after the profile (`dev` writes to `debug`).
-        let out_dir = match flag(build, "--profile") {
-            Some("dev") => "debug",
-            Some(profile) => profile,
-            None if build.split_whitespace().any(|w| w == "--release") => "release",
-            None => "debug",
-        };
-        let built = format!("target/{out_dir}/{bin}");
+        // The binary copied out is the one the build wrote.
+        let spec = containerfile_spec(&format!("{dir}/Containerfile"));
+        let built = format!("target/{}/{bin}", cargo_out_dir(&spec.profile));
         let copied = lines
             .iter()
             .any(|l| l.split_whitespace().any(|w| w == built));
@@ -174,22 +168,17 @@ fn every_binary_has_a_containerfile_that_builds_and_runs_it_as_non_root() {
             copied,
             "{dir}/Containerfile does not copy {built} out of its build"
         );
-        let entrypoint = lines
-            .iter()
-            .rfind(|l| l.starts_with("ENTRYPOINT"))
-            .unwrap_or_else(|| panic!("{dir}/Containerfile has no ENTRYPOINT"));
-        let exec: Vec<String> =
-            serde_json::from_str(entrypoint.trim_start_matches("ENTRYPOINT").trim()).unwrap();
+        let exec = &spec.entrypoint;
         assert!(
             exec[0].ends_with(&format!("/{bin}")),
             "{dir}: ENTRYPOINT {exec:?} does not run {bin}"
         );
-        let user = lines
-            .iter()
-            .rfind(|l| l.starts_with("USER "))
-            .unwrap_or_else(|| panic!("{dir}/Containerfile sets no USER (it would run as root)"));
-        let uid = user[5..].split(':').next().unwrap();
-        assert!(uid != "0" && uid != "root", "{dir}: runs as root ({user})");
+        let uid = spec.user.split(':').next().unwrap();
+        assert!(
+            uid != "0" && uid != "root",
+            "{dir}: runs as root ({})",
+            spec.user
+        );
         checked += 1;
     }
     assert!(
@@ -306,6 +295,11 @@ const DISTROLESS_ENV: [&str; 2] = [
     "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
     "SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt",
 ];
+
+/// cargo's output directory for `profile`: named after it, except `dev`, which writes `debug`.
+fn cargo_out_dir(profile: &str) -> &str {
+    if profile == "dev" { "debug" } else { profile }
+}
 
 /// Reads what the Containerfile `file` builds.
 fn containerfile_spec(file: &str) -> ImageSpec {
@@ -463,7 +457,7 @@ fn hermetic_specs() -> BTreeMap<String, ImageSpec> {
             .unwrap_or_else(|| panic!("{name}: no binary copied in: {of_ctr:?}"));
         let bin = binary.rsplit('/').next().unwrap().to_owned();
         let (package, profile) = profiles[&bin].clone();
-        let out_dir = if profile == "dev" { "debug" } else { &profile };
+        let out_dir = cargo_out_dir(&profile);
         assert!(
             binary.ends_with(&format!("/{out_dir}/{bin}")),
             "{name}: copies {binary}, not what `--profile {profile}` builds"
