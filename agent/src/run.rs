@@ -14,7 +14,7 @@ use parking_lot::RwLock;
 use prometheus_client::registry::Registry;
 use telemesh_core::client::kube_client;
 use telemesh_core::door::{Connections, Door, DoorMetrics, DoorName, Limits};
-use telemesh_core::gossip::{GossipMember, Member, Role, StateKey};
+use telemesh_core::gossip::{GossipMember, Member, StateKey};
 use telemesh_core::pod::PodFigures;
 use telemesh_core::quic::server::{Handler, HandlerFuture, QuicServer};
 use telemesh_core::wire::Response;
@@ -243,7 +243,7 @@ pub async fn start(config: Config, stop: CancellationToken) -> anyhow::Result<Ag
 async fn join_gossip(config: &Config) -> anyhow::Result<GossipMember> {
     let member_config = config
         .gossip
-        .member_config(&config.node_name, Role::Agent)
+        .agent_config(&config.node_name)
         .context("starting gossip")?;
     GossipMember::start(member_config)
         .await
@@ -400,6 +400,7 @@ fn members_json(members: &[Member]) -> serde_json::Value {
                 "liveness": format!("{:?}", m.liveness),
                 "self": m.is_self,
                 "role": m.state.role.map(|r| format!("{r:?}")),
+                "cell": m.state.cell.map(|c| c.to_string()),
                 "metrics": metrics,
             })
         })

@@ -435,7 +435,7 @@ async fn run(
                 .expect("replica joins"),
         );
         let view = telemesh_coordinator::run::follow_gossip(
-            member.clone(),
+            vec![member.clone()],
             config.view.clone(),
             ViewMetrics::register(&mut Registry::default()),
             &tasks,

@@ -385,6 +385,7 @@ impl TryFrom<Cli> for Config {
             },
             scavenger_victims: cli.scavenger_victims,
         };
+        let cells = gossip.cells;
         Ok(Self {
             kubeconfig: cli.common.kubeconfig,
             replica_name,
@@ -402,6 +403,7 @@ impl TryFrom<Cli> for Config {
                 resync: cli.view_resync,
                 sync_timeout: cli.view_sync_timeout,
                 stale_after: cli.stale_after,
+                cells,
             },
             quic,
             shutdown_grace: cli.shutdown_grace,

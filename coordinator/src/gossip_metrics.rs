@@ -70,14 +70,22 @@ impl GossipMetrics {
         self.clock_correction.set(correction_ms as f64 / 1_000.0);
     }
 
-    /// Copies the member's figures every second until `stop`.
-    pub async fn follow(self, member: Arc<GossipMember>, stop: CancellationToken) {
+    /// Copies the members' figures, summed (a replica's cells share one clock), every second
+    /// until `stop`.
+    pub async fn follow(self, members: Vec<Arc<GossipMember>>, stop: CancellationToken) {
         let mut tick = tokio::time::interval(Duration::from_secs(1));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
                 () = stop.cancelled() => return,
-                _ = tick.tick() => self.observe(&member.stats(), member.clock().correction_ms()),
+                _ = tick.tick() => {
+                    let mut stats = TransportStats::default();
+                    for member in &members {
+                        stats += &member.stats();
+                    }
+                    let correction = members.first().map_or(0, |m| m.clock().correction_ms());
+                    self.observe(&stats, correction);
+                }
             }
         }
     }

@@ -270,6 +270,8 @@ pub struct ViewMetrics {
     pub key_rereads: Counter,
     /// Metrics dropped from the view on a re-read: their agent stopped publishing them.
     pub metrics_removed: Counter,
+    /// Nodes whose agent was started with another gossip cell count than this replica.
+    pub cell_count_mismatches: Gauge,
 }
 
 // === impl ViewMetrics ===
@@ -289,7 +291,13 @@ impl ViewMetrics {
             scavengers_reread: Counter::default(),
             key_rereads: Counter::default(),
             metrics_removed: Counter::default(),
+            cell_count_mismatches: Gauge::default(),
         };
+        reg.register(
+            "cell_count_mismatches",
+            "Nodes whose agent runs with another --gossip-cells than this replica (make them equal: such agents land in cells nobody serves)",
+            m.cell_count_mismatches.clone(),
+        );
         reg.register(
             "nodes",
             "Nodes in the cluster view by liveness",

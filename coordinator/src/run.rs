@@ -9,7 +9,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use prometheus_client::registry::Registry;
 use telemesh_core::door::{DoorMetrics, DoorName};
-use telemesh_core::gossip::{GossipMember, Role};
+use telemesh_core::gossip::GossipMember;
 use telemesh_core::quic::client::QuicClient;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -28,8 +28,10 @@ use crate::view::{ClusterView, Updater, ViewConfig};
 
 /// A running coordinator replica.
 pub struct Coordinator {
-    /// Where gossip listens.
+    /// Where gossip listens: the flat mesh's address, or cell 0's.
     pub gossip_addr: SocketAddr,
+    /// Where each gossip cell is served, by cell index (one address with the flat mesh).
+    pub gossip_addrs: Vec<SocketAddr>,
     /// Where the extender listens.
     pub extender_addr: SocketAddr,
     /// Whether the extender serves HTTPS.
@@ -44,7 +46,7 @@ pub struct Coordinator {
     pub policies: PolicyCache,
     stop: CancellationToken,
     tasks: TaskTracker,
-    gossip: Arc<GossipMember>,
+    gossip: Vec<Arc<GossipMember>>,
     agents: Option<Arc<ApiState>>,
     grace: Duration,
 }
@@ -79,14 +81,20 @@ impl Coordinator {
         {
             link.client.close().await;
         }
-        match Arc::try_unwrap(self.gossip) {
-            Ok(member) => {
-                if let Err(e) = member.shutdown().await {
-                    tracing::warn!(error = %e, "leaving the gossip failed");
+        // Every cell at once: each leave waits up to its timeout for the pushes to go out.
+        futures::future::join_all(self.gossip.into_iter().map(|member| async move {
+            match Arc::try_unwrap(member) {
+                Ok(member) => {
+                    if let Err(e) = member.shutdown().await {
+                        tracing::warn!(error = %e, "leaving the gossip failed");
+                    }
+                }
+                Err(_) => {
+                    tracing::warn!("gossip still in use at shutdown; stopping without leaving");
                 }
             }
-            Err(_) => tracing::warn!("gossip still in use at shutdown; stopping without leaving"),
-        }
+        }))
+        .await;
     }
 
     /// Resolves when the coordinator's stop token is cancelled.
@@ -96,6 +104,29 @@ impl Coordinator {
 }
 
 pub use telemesh_core::client::kube_client;
+
+/// Joins every gossip cell (or the flat mesh) as an observer; on a failure, leaves the cells
+/// already joined. Never empty.
+async fn join_gossip(config: &Config) -> anyhow::Result<Vec<Arc<GossipMember>>> {
+    let configs = config
+        .gossip
+        .observer_configs(&config.replica_name)
+        .context("starting gossip")?;
+    let mut members = Vec::with_capacity(configs.len());
+    for member_config in configs {
+        let cell = member_config.cell;
+        match GossipMember::start(member_config).await {
+            Ok(member) => members.push(Arc::new(member)),
+            Err(e) => {
+                for member in members.into_iter().filter_map(|m| Arc::try_unwrap(m).ok()) {
+                    let _ = member.shutdown().await;
+                }
+                return Err(anyhow::Error::new(e).context(format!("starting gossip cell {cell}")));
+            }
+        }
+    }
+    Ok(members)
+}
 
 async fn bind(addr: SocketAddr, flag: &str) -> anyhow::Result<TcpListener> {
     TcpListener::bind(addr).await.with_context(|| {
@@ -120,19 +151,21 @@ fn serve_http(
     ));
 }
 
-/// Returns a [`ClusterView`] that `member` (this replica's observer) keeps current: the view
-/// ages figures by the member's cluster clock, and an [`Updater`] task folds the member's gossip
-/// into it until `stop`. The replica and the freshness benchmark (`benches/freshness.rs`) both
-/// start their views here, so the benchmark measures the fold the replica runs.
+/// Returns a [`ClusterView`] that `members` (this replica's observers, one per gossip cell, at
+/// least one) keep current: the view ages figures by their shared cluster clock, and an
+/// [`Updater`] task folds their gossip into it until `stop`. The replica and the freshness
+/// benchmark (`benches/freshness.rs`) both start their views here, so the benchmark measures
+/// the fold the replica runs.
 pub async fn follow_gossip(
-    member: Arc<GossipMember>,
+    members: Vec<Arc<GossipMember>>,
     config: ViewConfig,
     metrics: ViewMetrics,
     tasks: &TaskTracker,
     stop: CancellationToken,
 ) -> ClusterView {
-    let view = ClusterView::with_clock(member.clock());
-    let updater = Updater::new(member, view.clone(), config, metrics).await;
+    let clock = members.first().map(|m| m.clock()).unwrap_or_default();
+    let view = ClusterView::with_clock(clock);
+    let updater = Updater::new(members, view.clone(), config, metrics).await;
     tasks.spawn(updater.run(stop));
     view
 }
@@ -165,25 +198,19 @@ pub async fn start(config: Config, stop: CancellationToken) -> anyhow::Result<Co
     let api_addr = api_listener.local_addr()?;
     let http_addr = http_listener.local_addr()?;
 
-    // Gossip: an observer, on the same sealed transport as the agents.
-    let gossip_config = config
-        .gossip
-        .member_config(&config.replica_name, Role::Observer)
-        .context("starting gossip")?;
-    let member = Arc::new(
-        GossipMember::start(gossip_config)
-            .await
-            .context("starting gossip")?,
-    );
-    let gossip_addr = member.id().gossip_addr;
-    let gossip_listen = member.listen_addr();
+    // Gossip: an observer in every cell (or the flat mesh), on the same sealed transport as the
+    // agents.
+    let members = join_gossip(&config).await?;
+    let gossip_addrs: Vec<SocketAddr> = members.iter().map(|m| m.id().gossip_addr).collect();
+    let gossip_addr = gossip_addrs[0];
+    let gossip_listen = members[0].listen_addr();
     tasks.spawn(
         crate::gossip_metrics::GossipMetrics::register(registry.sub_registry_with_prefix("gossip"))
-            .follow(member.clone(), stop.child_token()),
+            .follow(members.clone(), stop.child_token()),
     );
 
     let view = follow_gossip(
-        member.clone(),
+        members.clone(),
         config.view.clone(),
         view_metrics,
         &tasks,
@@ -384,6 +411,7 @@ pub async fn start(config: Config, stop: CancellationToken) -> anyhow::Result<Co
         replica = %config.replica_name,
         gossip.addr = %gossip_addr,
         gossip.listen = %gossip_listen,
+        gossip.cells = %config.gossip.cells,
         extender.addr = %extender_addr,
         extender.https = extender_https,
         api.addr = %api_addr,
@@ -393,6 +421,7 @@ pub async fn start(config: Config, stop: CancellationToken) -> anyhow::Result<Co
     );
     Ok(Coordinator {
         gossip_addr,
+        gossip_addrs,
         extender_addr,
         extender_https,
         api_addr,
@@ -401,7 +430,7 @@ pub async fn start(config: Config, stop: CancellationToken) -> anyhow::Result<Co
         policies,
         stop,
         tasks,
-        gossip: member,
+        gossip: members,
         agents: Some(api_state),
         grace: config.shutdown_grace,
     })

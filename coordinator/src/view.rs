@@ -74,7 +74,7 @@
 //! [`ClusterView::now_ms`], this replica's clock corrected by its gossip peers' send times, so
 //! a replica whose own clock is minutes off still sees figures at their true age.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::hash::Hasher as _;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -85,11 +85,12 @@ use arc_swap::ArcSwap;
 use hashbrown::HashTable;
 use parking_lot::{Mutex, RwLock};
 use rustc_hash::{FxBuildHasher, FxHasher};
+use telemesh_core::gossip::cells::check_cell;
 use telemesh_core::gossip::groups::{self, GROUP_PREFIX};
 use telemesh_core::gossip::schema::{METRIC_PREFIX, StateKey};
 use telemesh_core::gossip::{
-    ClusterClock, GossipMember, HeldKeys, KeySubscription, Liveness, Member, MemberId,
-    MembershipEvent, MetricValue, NodeState, Role,
+    CellCheck, Cells, ClusterClock, GossipMember, HeldKeys, KeySubscription, Liveness, Member,
+    MemberId, MembershipEvent, MetricValue, NodeState, Role,
 };
 use telemesh_core::metric::MetricName;
 use telemesh_core::policy::{Metrics, Reading};
@@ -715,6 +716,8 @@ pub struct ViewConfig {
     pub sync_timeout: Duration,
     /// Age beyond which a value is unknown (for the staleness gauge).
     pub stale_after: Duration,
+    /// This replica's gossip cell count, which every agent's must equal.
+    pub cells: Cells,
 }
 
 /// One queued key change.
@@ -728,9 +731,14 @@ struct KeyChangeOwned {
 
 type Queue = Arc<Mutex<Vec<KeyChangeOwned>>>;
 
-/// Keeps a [`ClusterView`] current from one gossip member (an observer).
+/// Keeps a [`ClusterView`] current from this replica's gossip members (observers): one per
+/// gossip cell, one for the flat mesh (docs/architecture.md, "Gossip cells"). A node is in one
+/// cell, so the members' nodes are merged by name; were a node in two (an agent restarted into
+/// another cell), its newer generation wins as it does within one member.
 pub struct Updater {
-    member: Arc<GossipMember>,
+    members: Vec<Arc<GossipMember>>,
+    /// This replica's name in every member (its own state is not a node).
+    me: Arc<str>,
     view: ClusterView,
     config: ViewConfig,
     metrics: ViewMetrics,
@@ -738,7 +746,7 @@ pub struct Updater {
     /// Woken by the key-change callback, so queued changes are folded in without waiting for
     /// the tick.
     queued: Arc<tokio::sync::Notify>,
-    _subscription: KeySubscription,
+    _subscriptions: Vec<KeySubscription>,
     /// Every member but observers and self, by name: the working copy snapshots are taken from.
     working: HashMap<Arc<str>, Arc<NodeEntry>>,
     synced: bool,
@@ -752,45 +760,54 @@ pub struct Updater {
     /// Nodes whose keys this pass re-reads (module docs), with the metric families whose group
     /// values lacked a metric held here.
     rereads: FastMap<Arc<str>, Vec<Box<str>>>,
+    /// Nodes already reported with another cell count (one log line each).
+    cell_mismatches: HashSet<Arc<str>>,
 }
 
 // === impl Updater ===
 
 impl Updater {
-    /// Subscribes to `member`'s key changes; call [`Self::run`] to start folding them in.
+    /// Subscribes to the key changes of `members` (this replica's, all named alike); call
+    /// [`Self::run`] to start folding them in.
     pub async fn new(
-        member: Arc<GossipMember>,
+        members: Vec<Arc<GossipMember>>,
         view: ClusterView,
         config: ViewConfig,
         metrics: ViewMetrics,
     ) -> Self {
         let queue: Queue = Arc::default();
-        let me: Box<str> = member.id().node_name.as_ref().into();
-        let sink = queue.clone();
+        let me: Arc<str> = members
+            .first()
+            .map_or_else(|| Arc::from(""), |m| m.id().node_name.clone());
         let queued = Arc::new(tokio::sync::Notify::new());
-        let wake = queued.clone();
-        let subscription = member
-            .on_key_change("", move |change| {
-                if *change.node_name != *me {
-                    sink.lock().push(KeyChangeOwned {
-                        node: change.node_name.into(),
-                        generation: change.generation,
-                        key: change.key.into(),
-                        value: change.value.into(),
-                    });
-                    // One stored wake-up at most: a message's keys cost one fold.
-                    wake.notify_one();
-                }
-            })
-            .await;
+        let mut subscriptions = Vec::with_capacity(members.len());
+        for member in &members {
+            let (sink, wake, me) = (queue.clone(), queued.clone(), me.clone());
+            let subscription = member
+                .on_key_change("", move |change| {
+                    if *change.node_name != *me {
+                        sink.lock().push(KeyChangeOwned {
+                            node: change.node_name.into(),
+                            generation: change.generation,
+                            key: change.key.into(),
+                            value: change.value.into(),
+                        });
+                        // One stored wake-up at most: a message's keys cost one fold.
+                        wake.notify_one();
+                    }
+                })
+                .await;
+            subscriptions.push(subscription);
+        }
         Self {
-            member,
+            members,
+            me,
             view,
             config,
             metrics,
             queue,
             queued,
-            _subscription: subscription,
+            _subscriptions: subscriptions,
             working: HashMap::new(),
             synced: false,
             reward_types: Arc::default(),
@@ -798,13 +815,14 @@ impl Updater {
             scavenger_jobs: Arc::default(),
             scavenger_jobs_dirty: true,
             rereads: FastMap::default(),
+            cell_mismatches: HashSet::new(),
         }
     }
 
     /// Folds changes in every tick until `stop`.
     pub async fn run(mut self, stop: CancellationToken) {
         let started = tokio::time::Instant::now();
-        let mut events = self.member.events();
+        let mut events: Vec<_> = self.members.iter().map(|m| m.events()).collect();
         let mut tick = tokio::time::interval(self.config.tick);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut next_resync = tokio::time::Instant::now();
@@ -821,13 +839,17 @@ impl Updater {
             if ticked {
                 // A deletion shows only as its member's version moving: report it on the tick,
                 // not at the round (module docs).
-                self.member.sync_updates().await;
+                for member in &self.members {
+                    member.sync_updates().await;
+                }
             }
-            loop {
-                match events.try_recv() {
-                    Ok(event) => changed |= self.apply_event(event),
-                    Err(TryRecvError::Lagged(_)) => lagged = true,
-                    Err(TryRecvError::Empty | TryRecvError::Closed) => break,
+            for events in &mut events {
+                loop {
+                    match events.try_recv() {
+                        Ok(event) => changed |= self.apply_event(event),
+                        Err(TryRecvError::Lagged(_)) => lagged = true,
+                        Err(TryRecvError::Empty | TryRecvError::Closed) => break,
+                    }
                 }
             }
             if lagged || now >= next_resync {
@@ -866,9 +888,18 @@ impl Updater {
     }
 
     async fn resync(&mut self) {
-        let members = self.member.members().await;
-        let mut working = HashMap::with_capacity(members.len());
+        let mut members = Vec::new();
+        for member in &self.members {
+            members.extend(member.members().await);
+        }
+        let mut working: HashMap<Arc<str>, Arc<NodeEntry>> = HashMap::with_capacity(members.len());
         for m in members.iter().filter(|m| !m.is_self) {
+            if working
+                .get(&*m.id.node_name)
+                .is_some_and(|e| e.generation > m.id.generation)
+            {
+                continue;
+            }
             let mut entry = NodeEntry::from_member(m);
             // The QUIC key is not in the schema: keep what key changes told us.
             if let Some(old) = self.working.get(&*m.id.node_name)
@@ -888,7 +919,7 @@ impl Updater {
     /// anything changed.
     fn apply_event(&mut self, event: MembershipEvent) -> bool {
         if let MembershipEvent::Joined(id) | MembershipEvent::Updated(id) = &event
-            && *id != *self.member.id()
+            && *id.node_name != *self.me
             && !self
                 .working
                 .get(&*id.node_name)
@@ -911,7 +942,7 @@ impl Updater {
                 },
             ),
         };
-        if *id == *self.member.id() {
+        if *id.node_name == *self.me {
             return false;
         }
         let entry = self.working.entry(id.node_name.clone()).or_insert_with(|| {
@@ -953,32 +984,34 @@ impl Updater {
         }
     }
 
-    /// Re-reads the keys of the members queued this pass, under one gossip lock, and drops what
-    /// they no longer publish (module docs); returns whether any entry changed.
+    /// Re-reads the keys of the members queued this pass, under one lock per gossip member
+    /// (each holds the nodes of its cell), and drops what they no longer publish (module docs);
+    /// returns whether any entry changed.
     async fn reread(&mut self) -> bool {
         if self.rereads.is_empty() {
             return false;
         }
         let rereads = std::mem::take(&mut self.rereads);
-        let member = self.member.clone();
         let (working, metrics) = (&mut self.working, &self.metrics);
         let mut dropped = Dropped::default();
-        member
-            .visit_keys(rereads.keys().map(|n| &**n), |id, keys| {
-                let Some(entry) = working.get_mut(&*id.node_name) else {
-                    return;
-                };
-                if entry.generation != id.generation {
-                    return;
-                }
-                let families = rereads.get(&*id.node_name).map_or(&[][..], Vec::as_slice);
-                metrics.key_rereads.inc();
-                let gone = gone(entry, &keys, families);
-                if !gone.is_empty() {
-                    dropped.add(drop_gone(Arc::make_mut(entry), gone));
-                }
-            })
-            .await;
+        for member in &self.members {
+            member
+                .visit_keys(rereads.keys().map(|n| &**n), |id, keys| {
+                    let Some(entry) = working.get_mut(&*id.node_name) else {
+                        return;
+                    };
+                    if entry.generation != id.generation {
+                        return;
+                    }
+                    let families = rereads.get(&*id.node_name).map_or(&[][..], Vec::as_slice);
+                    metrics.key_rereads.inc();
+                    let gone = gone(entry, &keys, families);
+                    if !gone.is_empty() {
+                        dropped.add(drop_gone(Arc::make_mut(entry), gone));
+                    }
+                })
+                .await;
+        }
         self.rereads = rereads;
         if dropped.scavenger_nodes > 0 {
             self.metrics
@@ -1018,14 +1051,30 @@ impl Updater {
         self.view.publish(snapshot);
     }
 
-    fn update_gauges(&self) {
+    fn update_gauges(&mut self) {
         let snapshot = self.view.load();
         let now_ms = self.view.now_ms();
         let stale_ms = u64::try_from(self.config.stale_after.as_millis()).unwrap_or(u64::MAX);
         let (mut live, mut dead, mut left, mut stale) = (0, 0, 0, 0);
         let (mut estimates, mut malformed) = (0i64, 0i64);
         let mut oldest_newest_ms = now_ms;
+        let mut mismatched = HashSet::new();
         for e in snapshot.nodes() {
+            if let Some(CellCheck::CountDiffers { theirs, ours }) =
+                e.state.cell.map(|cell| check_cell(cell, self.config.cells))
+            {
+                if !self.cell_mismatches.contains(&e.name) {
+                    tracing::warn!(
+                        node.name = %e.name,
+                        agent.cells = %theirs,
+                        coordinator.cells = %ours,
+                        "this node's agent runs with another --gossip-cells than this coordinator; \
+                         give both the same count (the chart's gossip.cells), or its node may \
+                         drop out of the view"
+                    );
+                }
+                mismatched.insert(e.name.clone());
+            }
             estimates += e.rewards.len() as i64;
             malformed += e.malformed_rewards() as i64;
             match e.liveness {
@@ -1043,6 +1092,10 @@ impl Updater {
             }
         }
         self.metrics.set_nodes(live, dead, left, stale);
+        self.metrics
+            .cell_count_mismatches
+            .set(mismatched.len() as i64);
+        self.cell_mismatches = mismatched;
         self.metrics.reward_estimates.set(estimates);
         self.metrics.reward_values_skipped.set(malformed);
         self.metrics
@@ -1855,13 +1908,14 @@ mod tests {
         let mut registry = prometheus_client::registry::Registry::default();
         let metrics = ViewMetrics::register(&mut registry);
         let updater = Updater::new(
-            observer,
+            vec![observer],
             view.clone(),
             ViewConfig {
                 tick: Duration::from_millis(20),
                 resync: Duration::from_secs(3600),
                 sync_timeout: Duration::from_millis(100),
                 stale_after,
+                cells: Cells::FLAT,
             },
             metrics.clone(),
         )
@@ -2009,13 +2063,14 @@ mod tests {
         let mut registry = prometheus_client::registry::Registry::default();
         let hour = Duration::from_secs(3600);
         let updater = Updater::new(
-            observer,
+            vec![observer],
             view.clone(),
             ViewConfig {
                 tick: hour,
                 resync: hour,
                 sync_timeout: Duration::from_millis(100),
                 stale_after: Duration::from_secs(45),
+                cells: Cells::FLAT,
             },
             ViewMetrics::register(&mut registry),
         )

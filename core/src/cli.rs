@@ -4,7 +4,10 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::gossip::{GossipConfig, Keyring, LocalClock, ReplayConfig, Role, Security, V1Frames};
+use crate::gossip::{
+    Cell, Cells, CellsError, ClusterClock, GossipConfig, Keyring, KeyringError, LocalClock,
+    ReplayConfig, Role, Security, V1Frames,
+};
 
 /// Log line format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Default)]
@@ -54,6 +57,16 @@ pub struct GossipArgs {
     /// Gossip cluster id: members of other clusters are refused.
     #[arg(long, env = "TELEMESH_CLUSTER_ID", default_value = "telemesh")]
     pub cluster_id: String,
+    /// Gossip cells the agents are split into, each its own mesh that every coordinator
+    /// replica joins (docs/architecture.md, "Gossip cells"). Agents and coordinators must use
+    /// the same count. 1, the default, is the flat mesh of every agent; the chart sets 40.
+    #[arg(long, env = "TELEMESH_GOSSIP_CELLS", default_value_t = Cells::FLAT)]
+    pub gossip_cells: Cells,
+    /// With --gossip-cells above 1, where the coordinator replicas gossip: comma separated
+    /// `host:port` with their base port (their --gossip-listen port; a headless Service name
+    /// works). A replica serves cell i at that port + 1 + i; agents seed their cell there.
+    #[arg(long, env = "TELEMESH_GOSSIP_CELL_SEEDS", value_delimiter = ',')]
+    pub gossip_cell_seeds: Vec<String>,
     /// How often the gossip key file is checked for changes (a rotated Secret is used without
     /// a restart).
     #[arg(long, env = "TELEMESH_GOSSIP_KEY_RELOAD_INTERVAL", default_value = "5s", value_parser = parse_duration)]
@@ -94,8 +107,12 @@ pub struct GossipSettings {
     pub security: GossipSecurity,
     /// Round interval.
     pub interval: Duration,
-    /// Cluster id.
+    /// Cluster id (of the flat mesh; each cell's is derived from it).
     pub cluster_id: String,
+    /// Cell count.
+    pub cells: Cells,
+    /// The coordinators' base gossip addresses, `host:port`.
+    pub cell_seeds: Vec<String>,
     /// Key file check period.
     pub key_reload_interval: Duration,
     /// Replay window.
@@ -122,6 +139,32 @@ pub enum GossipSettingsError {
         "--gossip-replay-window must be longer than --gossip-interval (it absorbs clock skew: 5m is the default)"
     )]
     ShortReplayWindow,
+    /// A cell seed that cannot name every cell's port.
+    #[error(transparent)]
+    CellSeed(#[from] CellsError),
+}
+
+/// A gossip member's configuration that cannot be made.
+#[derive(Debug, thiserror::Error)]
+pub enum MemberConfigError {
+    /// The keyring did not load.
+    #[error(transparent)]
+    Keyring(#[from] KeyringError),
+    /// Cells without the coordinators' address: an agent could never find its cell.
+    #[error(
+        "--gossip-cells {0} needs --gossip-cell-seeds: the coordinators' gossip host:port (their headless Service and --gossip-listen port)"
+    )]
+    NoCellSeeds(Cells),
+    /// A coordinator's base port too high for its cells' ports.
+    #[error(
+        "--gossip-listen port {port} leaves no room for {cells} cells (served at port + 1 to port + {cells}); pick a lower port"
+    )]
+    NoCellPorts {
+        /// The base port.
+        port: u16,
+        /// The count.
+        cells: Cells,
+    },
 }
 
 impl GossipArgs {
@@ -144,6 +187,11 @@ impl GossipArgs {
         if self.gossip_replay_window <= self.gossip_interval {
             return Err(GossipSettingsError::ShortReplayWindow);
         }
+        if let Some(last) = self.gossip_cells.all().last() {
+            for seed in &self.gossip_cell_seeds {
+                last.coordinator_seed(seed)?;
+            }
+        }
         Ok(GossipSettings {
             listen,
             advertise: self.gossip_advertise,
@@ -151,6 +199,8 @@ impl GossipArgs {
             security,
             interval: self.gossip_interval,
             cluster_id: self.cluster_id,
+            cells: self.gossip_cells,
+            cell_seeds: self.gossip_cell_seeds,
             key_reload_interval: self.gossip_key_reload_interval,
             replay_window: self.gossip_replay_window,
             v1_frames: self.gossip_v1_frames,
@@ -160,13 +210,71 @@ impl GossipArgs {
 }
 
 impl GossipSettings {
-    /// A member's configuration: `name` is the node name (agents) or the replica name
+    /// An agent's configuration: it joins its node's cell, through the coordinators' port for
+    /// that cell, or the flat mesh through `--gossip-seeds` when there is one cell.
+    pub fn agent_config(&self, node_name: &str) -> Result<GossipConfig, MemberConfigError> {
+        let mut config = self.member_config(node_name, Role::Agent)?;
+        if self.cells.is_flat() {
+            return Ok(config);
+        }
+        if self.cell_seeds.is_empty() {
+            return Err(MemberConfigError::NoCellSeeds(self.cells));
+        }
+        let cell = self.cells.of(node_name);
+        self.join_cell(&mut config, cell);
+        Ok(config)
+    }
+
+    /// A coordinator replica's configurations, one per cell, sharing one clock: each listens
+    /// (and advertises) at its cell's port and seeds the other replicas there. With one cell,
+    /// the flat mesh's configuration alone.
+    pub fn observer_configs(&self, replica: &str) -> Result<Vec<GossipConfig>, MemberConfigError> {
+        let mut base = self.member_config(replica, Role::Observer)?;
+        if self.cells.is_flat() {
+            return Ok(vec![base]);
+        }
+        base.shared_clock = Some(ClusterClock::new(base.local_clock));
+        let port_of = |addr: SocketAddr, cell: Cell| -> Result<SocketAddr, MemberConfigError> {
+            // Port 0 asks for a free port per cell (tests that tell the agents where).
+            if addr.port() == 0 {
+                return Ok(addr);
+            }
+            let port =
+                cell.coordinator_port(addr.port())
+                    .ok_or(MemberConfigError::NoCellPorts {
+                        port: addr.port(),
+                        cells: self.cells,
+                    })?;
+            Ok(SocketAddr::new(addr.ip(), port))
+        };
+        self.cells
+            .all()
+            .map(|cell| {
+                let mut config = base.clone();
+                config.listen_addr = port_of(self.listen, cell)?;
+                config.advertise_addr = self.advertise.map(|a| port_of(a, cell)).transpose()?;
+                self.join_cell(&mut config, cell);
+                Ok(config)
+            })
+            .collect()
+    }
+
+    /// Points `config` at `cell`: its cluster id, published cell, and the coordinators' port
+    /// for it as seeds.
+    fn join_cell(&self, config: &mut GossipConfig, cell: Cell) {
+        config.cluster_id = cell.cluster_id(&self.cluster_id);
+        config.cell = cell;
+        // Checked when the settings were made.
+        config.seeds = self
+            .cell_seeds
+            .iter()
+            .filter_map(|seed| cell.coordinator_seed(seed).ok())
+            .collect();
+    }
+
+    /// A flat-mesh member's configuration: `name` is the node name (agents) or the replica name
     /// (observers); a sealed member's keyring is read now.
-    pub fn member_config(
-        &self,
-        name: &str,
-        role: Role,
-    ) -> Result<GossipConfig, crate::gossip::KeyringError> {
+    pub fn member_config(&self, name: &str, role: Role) -> Result<GossipConfig, KeyringError> {
         let (security, key_file) = match &self.security {
             GossipSecurity::Sealed(path) => (Security::Sealed(Keyring::load(path)?), Some(path)),
             GossipSecurity::Insecure => (Security::Insecure, None),

@@ -53,11 +53,13 @@ impl LocalClock {
 }
 
 /// The clock figures are stamped and aged with: the local clock plus the estimated correction.
-/// Clones share the correction.
+/// Clones share the correction and the peers' samples, so the members of one process (a
+/// coordinator replica's gossip cells) keep one clock estimated from all their peers.
 #[derive(Debug, Clone, Default)]
 pub struct ClusterClock {
     local: LocalClock,
     correction_ms: Arc<AtomicI64>,
+    samples: Arc<parking_lot::Mutex<OffsetSamples>>,
 }
 
 // === impl ClusterClock ===
@@ -68,7 +70,23 @@ impl ClusterClock {
         Self {
             local,
             correction_ms: Arc::default(),
+            samples: Arc::default(),
         }
+    }
+
+    /// Takes one sample of `peer`'s clock (a datagram it sent at `sent_ms`, received at
+    /// `now_ms` local time) and applies the correction the samples now give; returns the
+    /// previous correction when it changed.
+    pub(crate) fn sample(&self, peer: SocketAddr, sent_ms: u64, now_ms: u64) -> Option<i64> {
+        let mut samples = self.samples.lock();
+        samples.record(peer, sent_ms, now_ms);
+        let current = self.correction_ms();
+        let correction = samples.correction(now_ms, current);
+        if correction == current {
+            return None;
+        }
+        self.set_correction_ms(correction);
+        Some(current)
     }
 
     /// The local clock (what frames are stamped and judged with).

@@ -24,6 +24,7 @@ use chitchat::{
 use tokio::sync::{Mutex, broadcast};
 
 use super::AbortOnDrop;
+use super::cells::{Cell, Cells};
 use super::clock::{ClusterClock, LocalClock};
 use super::groups::{self, MetricEncoding};
 use super::keyring::Keyring;
@@ -64,6 +65,9 @@ pub struct GossipConfig {
     pub cluster_id: String,
     /// Agent or observer.
     pub role: Role,
+    /// The gossip cell this member joins, published under `cell` unless it is the flat mesh
+    /// ([`super::cells`]); `cluster_id` must be the cell's.
+    pub cell: Cell,
     /// UDP address to listen on; port 0 picks a free port.
     pub listen_addr: SocketAddr,
     /// Address peers reach this member at; defaults to the bound listen address, which must
@@ -92,6 +96,9 @@ pub struct GossipConfig {
     pub v1_frames: V1Frames,
     /// This member's own clock (shifted only by tests that play a wrong clock).
     pub local_clock: LocalClock,
+    /// A clock to share with the process's other members (a coordinator replica's cells), so
+    /// one estimate comes from all their peers; `None` starts one over `local_clock`.
+    pub shared_clock: Option<ClusterClock>,
     /// Relay table limits and the replay window.
     pub relay: RelayConfig,
     /// Longest [`GossipMember::shutdown`] waits for the `leaving` key to go out.
@@ -118,6 +125,7 @@ impl GossipConfig {
             generation: schema::unix_ms(SystemTime::now()),
             cluster_id: cluster_id.into(),
             role: Role::Agent,
+            cell: Cells::FLAT.of(""),
             listen_addr,
             advertise_addr: None,
             seeds: Vec::new(),
@@ -130,10 +138,17 @@ impl GossipConfig {
             key_reload_interval: Duration::from_secs(5),
             v1_frames: V1Frames::default(),
             local_clock: LocalClock::default(),
+            shared_clock: None,
             relay: RelayConfig::default(),
             leave_timeout: Duration::from_secs(1),
             metric_encoding: None,
         }
+    }
+
+    fn clock(&self) -> ClusterClock {
+        self.shared_clock
+            .clone()
+            .unwrap_or_else(|| ClusterClock::new(self.local_clock))
     }
 
     fn failure_detector(&self) -> FailureDetectorConfig {
@@ -342,7 +357,7 @@ impl GossipMember {
                 (Protection::Plain, None)
             }
         };
-        let clock = ClusterClock::new(config.local_clock);
+        let clock = config.clock();
         let transport =
             RelayTransport::new(protection, config.relay.clone()).with_clock(clock.clone());
         let bound = transport
@@ -361,7 +376,7 @@ impl GossipMember {
     /// one gossip interval (at most `leave_timeout`) for its pushes.
     pub async fn start_on(config: GossipConfig, transport: &dyn Transport) -> Result<Self> {
         let listen = config.listen_addr;
-        let clock = ClusterClock::new(config.local_clock);
+        let clock = config.clock();
         Self::spawn(config, listen, transport, None, None, clock).await
     }
 
@@ -409,7 +424,7 @@ impl GossipMember {
         };
         let handle = spawn_chitchat(
             chitchat_config,
-            schema::identity_entries(config.role),
+            schema::identity_entries(config.role, config.cell),
             transport,
         )
         .await

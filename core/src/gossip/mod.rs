@@ -1,5 +1,6 @@
 //! Gossip: how node state travels between agents and coordinator replicas.
 //!
+//! - [`cells`]: which gossip cell a node's agent joins, and what the cell is called (pure).
 //! - [`schema`]: the keys a node publishes and how readers parse them (pure, no I/O).
 //! - [`groups`]: metric groups (`M:` keys, schema version 2): codec and encoding choice;
 //!   [`published`]: what an agent published and the writes a change of encoding takes.
@@ -10,6 +11,7 @@
 //! - [`member`]: one chitchat member (agent or observer) with publish, read, watch and leave.
 //! - `membership`: the failure detector's live set diffed into membership events.
 
+pub mod cells;
 pub mod clock;
 pub mod groups;
 pub mod keyring;
@@ -22,6 +24,7 @@ pub mod schema;
 pub mod seal;
 pub mod state;
 
+pub use cells::{Cell, CellCheck, Cells, CellsError};
 pub use clock::{ClusterClock, LocalClock};
 pub use keyring::{Keyring, KeyringError};
 pub use member::{

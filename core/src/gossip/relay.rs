@@ -35,7 +35,7 @@ use tokio::net::UdpSocket;
 use tokio::sync::watch;
 
 use super::AbortOnDrop;
-use super::clock::{ClusterClock, OffsetSamples};
+use super::clock::ClusterClock;
 use super::replay::{ReplayConfig, ReplayGuard, Verdict};
 use super::seal::{MAX_DATAGRAM, OpenError, SealError, Sealer};
 
@@ -181,6 +181,22 @@ pub struct TransportStats {
     pub dropped: [u64; DropReason::ALL.len()],
 }
 
+/// Adds another member's figures (a coordinator replica's cells, reported as one transport).
+impl std::ops::AddAssign<&TransportStats> for TransportStats {
+    fn add_assign(&mut self, other: &TransportStats) {
+        self.bytes_in += other.bytes_in;
+        self.bytes_out += other.bytes_out;
+        self.datagrams_in += other.datagrams_in;
+        self.datagrams_out += other.datagrams_out;
+        self.relays_open += other.relays_open;
+        self.relays_evicted += other.relays_evicted;
+        self.v1_frames += other.v1_frames;
+        for (mine, theirs) in self.dropped.iter_mut().zip(other.dropped) {
+            *mine += theirs;
+        }
+    }
+}
+
 // === impl TransportCounters ===
 
 impl TransportCounters {
@@ -312,7 +328,6 @@ impl RelayTransport {
             epoch: tokio::time::Instant::now(),
             clock: self.clock.clone(),
             replay: Mutex::new(ReplayGuard::new(self.config.replay)),
-            offsets: Mutex::default(),
             scratch: Mutex::new(Scratch {
                 buf: vec![0; RECV_BUF],
                 frame: Vec::with_capacity(RECV_BUF),
@@ -369,7 +384,6 @@ struct Plumbing {
     epoch: tokio::time::Instant,
     clock: ClusterClock,
     replay: Mutex<ReplayGuard>,
-    offsets: Mutex<OffsetSamples>,
     scratch: Mutex<Scratch>,
 }
 
@@ -396,17 +410,12 @@ impl Plumbing {
             Verdict::Stale => return Err(DropReason::Stale),
             Verdict::Fresh => {}
         }
-        let mut offsets = self.offsets.lock().unwrap_or_else(PoisonError::into_inner);
-        offsets.record(peer, stamp.sent_ms, now_ms);
-        let current = self.clock.correction_ms();
-        let correction = offsets.correction(now_ms, current);
-        if correction != current {
+        if let Some(previous) = self.clock.sample(peer, stamp.sent_ms, now_ms) {
             tracing::info!(
-                correction_ms = correction,
-                previous_ms = current,
+                correction_ms = self.clock.correction_ms(),
+                previous_ms = previous,
                 "clock offset from the gossip peers changed; figures are stamped and aged in cluster time"
             );
-            self.clock.set_correction_ms(correction);
         }
         Ok(())
     }

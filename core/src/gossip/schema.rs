@@ -35,6 +35,7 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use super::cells::Cell;
 use crate::metric::{InvalidMetricName, MetricName, Sample};
 pub use crate::scavenge::ScavengerPod;
 
@@ -54,6 +55,7 @@ pub(crate) const ROLE_KEY: &str = "role";
 const LEAVING_KEY: &str = "leaving";
 /// The key of an agent's QUIC address ([`StateKey::QuicAddr`]).
 pub const QUIC_ADDR_KEY: &str = "quic";
+const CELL_KEY: &str = "cell";
 /// The prefix of single metric keys ([`StateKey::Metric`]).
 pub const METRIC_PREFIX: &str = "m:";
 /// The key prefix of metric groups.
@@ -157,6 +159,9 @@ pub enum StateKey {
     Leaving,
     /// `quic`: the address of the agent's QUIC server (per-pod detail for the coordinator).
     QuicAddr,
+    /// `cell`: `<index>/<count>`, the gossip cell a member joined ([`super::cells`]); absent in
+    /// the flat mesh, as members before cells wrote nothing.
+    Cell,
     /// `m:<name>`: one node metric.
     Metric(MetricName),
     /// `M:<prefix>` or `M:<prefix>#<chunk>`: a group of metrics ([`super::groups`]); holds
@@ -238,6 +243,7 @@ impl fmt::Display for StateKey {
             Self::Role => f.write_str(ROLE_KEY),
             Self::Leaving => f.write_str(LEAVING_KEY),
             Self::QuicAddr => f.write_str(QUIC_ADDR_KEY),
+            Self::Cell => f.write_str(CELL_KEY),
             Self::Metric(name) => write!(f, "{METRIC_PREFIX}{name}"),
             Self::MetricGroup(rest) => write!(f, "{GROUP_PREFIX}{rest}"),
             Self::Reward(rest) => write!(f, "{REWARD_PREFIX}{rest}"),
@@ -271,6 +277,7 @@ impl FromStr for StateKey {
             ROLE_KEY => Ok(Self::Role),
             LEAVING_KEY => Ok(Self::Leaving),
             QUIC_ADDR_KEY => Ok(Self::QuicAddr),
+            CELL_KEY => Ok(Self::Cell),
             _ => {
                 if let Some(name) = key.strip_prefix(METRIC_PREFIX) {
                     MetricName::new(name).map(Self::Metric).map_err(|source| {
@@ -444,21 +451,27 @@ pub fn published_value(sample: &Sample, at: SystemTime) -> Result<MetricValue> {
     Ok(value)
 }
 
-/// Returns the entries every member publishes when it starts: schema version and role.
-pub fn identity_entries(role: Role) -> Vec<(String, String)> {
-    vec![
+/// Returns the entries every member publishes when it starts: schema version, role, and its
+/// cell unless it is in the flat mesh (readers there may predate the key).
+pub fn identity_entries(role: Role, cell: Cell) -> Vec<(String, String)> {
+    let mut entries = vec![
         (
             StateKey::SchemaVersion.to_string(),
             SCHEMA_VERSION.to_string(),
         ),
         (StateKey::Role.to_string(), role.as_str().to_owned()),
-    ]
+    ];
+    if !cell.cells().is_flat() {
+        entries.push((StateKey::Cell.to_string(), cell.to_string()));
+    }
+    entries
 }
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use crate::gossip::cells::Cells;
     use crate::gossip::state::{NodeState, Skipped};
 
     fn name(s: &str) -> MetricName {
@@ -471,6 +484,7 @@ mod tests {
             StateKey::SchemaVersion,
             StateKey::Role,
             StateKey::Leaving,
+            StateKey::Cell,
             StateKey::Metric(name("node_cpu_utilization_ratio")),
             StateKey::Metric(name("a:b_c")),
             StateKey::Reward("web/node-1".into()),
@@ -654,7 +668,7 @@ mod tests {
                 value: 1e-9,
             },
         ];
-        let mut entries = identity_entries(Role::Agent);
+        let mut entries = identity_entries(Role::Agent, Cells::FLAT.of("n"));
         for s in &samples {
             entries.push(metric_entry(s, at).unwrap());
         }

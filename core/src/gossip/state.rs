@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
+use super::cells::Cell;
 use super::groups;
 use super::schema::{MAX_VALUE_LEN, MetricValue, Role, ScavengerPod, StateKey};
 use crate::metric::MetricName;
@@ -28,6 +29,8 @@ pub struct NodeState {
     pub leaving: bool,
     /// Where its QUIC server answers, if it runs one.
     pub quic_addr: Option<std::net::SocketAddr>,
+    /// The gossip cell it joined; `None` in the flat mesh.
+    pub cell: Option<Cell>,
     /// Its metrics with their measurement times.
     pub metrics: BTreeMap<MetricName, MetricValue>,
     /// Reserved `r:` entries, unparsed (key without prefix → value).
@@ -77,6 +80,7 @@ impl NodeState {
                 true
             }
             StateKey::QuicAddr => value.parse().map(|a| self.quic_addr = Some(a)).is_ok(),
+            StateKey::Cell => value.parse().map(|c| self.cell = Some(c)).is_ok(),
             StateKey::Metric(name) => value
                 .parse::<MetricValue>()
                 .map(|v| self.insert_newer(name, v))
