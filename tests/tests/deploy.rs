@@ -332,7 +332,7 @@ async fn chart_values_render_what_they_promise() {
         "quic": {"tlsSecret": "agent-quic", "coordinatorTlsSecret": "coordinator-quic"},
         "extender": {"tlsSecret": "extender-tls", "clientCASecret": "scheduler-ca"},
         "agent": {"textfileDir": "/var/lib/node_exporter/textfile_collector", "localEviction": false, "labelCleanup": "own", "extraArgs": ["--eviction-dry-run"]},
-        "gossip": {"existingSecret": "my-gossip"},
+        "gossip": {"existingSecret": "my-gossip", "cells": 8},
     });
     for overrides in [json!({}), all.clone()] {
         let docs = render(overrides.clone());
@@ -394,6 +394,26 @@ async fn chart_values_render_what_they_promise() {
                 flag(&c["args"], "--gossip-seeds"),
                 Some("telemesh-agents.telemesh-system.svc:7946")
             );
+            // Cells: every member the same count; agents and replicas find a cell at the
+            // replicas' base port + 1 + its index, through their headless gossip Service.
+            let cells = overrides["gossip"]["cells"].as_u64().unwrap_or(40);
+            assert_eq!(
+                flag(&c["args"], "--gossip-cells"),
+                Some(cells.to_string().as_str())
+            );
+            assert_eq!(
+                flag(&c["args"], "--gossip-cell-seeds"),
+                Some("telemesh-coordinator-gossip.telemesh-system.svc:7947")
+            );
+            let seeds = find(&docs, "Service", "telemesh-coordinator-gossip");
+            assert_eq!(seeds["spec"]["clusterIP"], "None");
+            assert_eq!(seeds["spec"]["publishNotReadyAddresses"], true);
+            assert_eq!(
+                seeds["spec"]["selector"],
+                find(&docs, "Deployment", "telemesh-coordinator")["spec"]["selector"]["matchLabels"]
+            );
+            assert_eq!(seeds["spec"]["ports"][0]["port"], 7947);
+            assert_eq!(seeds["spec"]["ports"][0]["protocol"], "UDP");
             let http: u16 = flag(&c["args"], "--http-listen")
                 .unwrap()
                 .rsplit(':')

@@ -37,7 +37,12 @@ app.kubernetes.io/component: coordinator
 {{ .Values.gossip.existingSecret | default (printf "%s-gossip-key" .Release.Name) }}
 {{- end }}
 
-{{- /* The agents' headless Service: its DNS name resolves to every agent, the gossip seeds. */ -}}
+{{- /* The agents' headless Service: its DNS name resolves to every agent, the flat mesh's seeds. */ -}}
 {{- define "telemesh.gossipSeeds" -}}
 {{ .Release.Name }}-agents.{{ .Release.Namespace }}.svc:{{ .Values.agent.ports.gossip }}
+{{- end }}
+
+{{- /* The coordinators' gossip headless Service at their base port: cell i is at port + 1 + i. */ -}}
+{{- define "telemesh.gossipCellSeeds" -}}
+{{ .Release.Name }}-coordinator-gossip.{{ .Release.Namespace }}.svc:{{ .Values.coordinator.ports.gossip }}
 {{- end }}
