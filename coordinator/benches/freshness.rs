@@ -436,6 +436,7 @@ async fn run(
         );
         let view = telemesh_coordinator::run::follow_gossip(
             vec![member.clone()],
+            None,
             config.view.clone(),
             ViewMetrics::register(&mut Registry::default()),
             &tasks,

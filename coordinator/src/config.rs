@@ -125,6 +125,11 @@ pub struct Cli {
     /// With no agent seen, the view counts as synced (and the replica ready) after this.
     #[arg(long, env = "TELEMESH_VIEW_SYNC_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
     pub view_sync_timeout: Duration,
+    /// With --gossip-cells above 1, the replica also joins the flat mesh (through
+    /// --gossip-seeds) for a rolling upgrade from it, and leaves it once no agent has been
+    /// live there for this long. 0s: never join it.
+    #[arg(long, env = "TELEMESH_GOSSIP_FLAT_MESH_GRACE", default_value = "1m", value_parser = parse_duration)]
+    pub gossip_flat_mesh_grace: Duration,
     /// CA (PEM) that signs agents' QUIC certificates; with --quic-cert and --quic-key enables
     /// /api/v1/nodes/{name}/pods.
     #[arg(long, env = "TELEMESH_QUIC_CA", requires_all = ["quic_cert", "quic_key"])]
@@ -195,6 +200,9 @@ pub struct Config {
     pub settings: Settings,
     /// The view's update cadence.
     pub view: ViewConfig,
+    /// How long the flat mesh is kept beside the cells once no agent is live in it; zero:
+    /// never joined.
+    pub flat_mesh_grace: Duration,
     /// QUIC to agents, if configured.
     pub quic: Option<QuicSettings>,
     /// Shutdown grace.
@@ -405,6 +413,7 @@ impl TryFrom<Cli> for Config {
                 stale_after: cli.stale_after,
                 cells,
             },
+            flat_mesh_grace: cli.gossip_flat_mesh_grace,
             quic,
             shutdown_grace: cli.shutdown_grace,
             leader: cli.leader.into(),

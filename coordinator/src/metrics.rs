@@ -272,6 +272,10 @@ pub struct ViewMetrics {
     pub metrics_removed: Counter,
     /// Nodes whose agent was started with another gossip cell count than this replica.
     pub cell_count_mismatches: Gauge,
+    /// Live agents in the flat mesh (a rolling upgrade to cells not over).
+    pub flat_mesh_agents: Gauge,
+    /// 1 while this replica is in the flat mesh beside its cells.
+    pub flat_mesh_joined: Gauge,
 }
 
 // === impl ViewMetrics ===
@@ -292,7 +296,19 @@ impl ViewMetrics {
             key_rereads: Counter::default(),
             metrics_removed: Counter::default(),
             cell_count_mismatches: Gauge::default(),
+            flat_mesh_agents: Gauge::default(),
+            flat_mesh_joined: Gauge::default(),
         };
+        reg.register(
+            "flat_mesh_joined",
+            "1 while this replica is in the flat gossip mesh beside its cells (left once no agent is in it for --gossip-flat-mesh-grace)",
+            m.flat_mesh_joined.clone(),
+        );
+        reg.register(
+            "flat_mesh_agents",
+            "Live agents gossiping in the flat mesh rather than a cell (a rolling upgrade to cells under way)",
+            m.flat_mesh_agents.clone(),
+        );
         reg.register(
             "cell_count_mismatches",
             "Nodes whose agent runs with another --gossip-cells than this replica (make them equal: such agents land in cells nobody serves)",

@@ -105,27 +105,44 @@ impl Coordinator {
 
 pub use telemesh_core::client::kube_client;
 
-/// Joins every gossip cell (or the flat mesh) as an observer; on a failure, leaves the cells
-/// already joined. Never empty.
-async fn join_gossip(config: &Config) -> anyhow::Result<Vec<Arc<GossipMember>>> {
+/// This replica's gossip members.
+struct Joined {
+    /// By cell index (the flat mesh alone with one cell).
+    cells: Vec<Arc<GossipMember>>,
+    /// The flat mesh beside the cells, while a rolling upgrade from it lasts.
+    flat: Option<Arc<GossipMember>>,
+}
+
+/// Joins every gossip cell (or the flat mesh) as an observer, and the flat mesh beside the
+/// cells unless `--gossip-flat-mesh-grace 0s`; on a failure, leaves what it joined.
+async fn join_gossip(config: &Config) -> anyhow::Result<Joined> {
     let configs = config
         .gossip
-        .observer_configs(&config.replica_name)
+        .observer_configs(&config.replica_name, !config.flat_mesh_grace.is_zero())
         .context("starting gossip")?;
-    let mut members = Vec::with_capacity(configs.len());
-    for member_config in configs {
-        let cell = member_config.cell;
+    let flat_index = configs.cells.len();
+    let mut members = Vec::with_capacity(flat_index + 1);
+    for member_config in configs.cells.into_iter().chain(configs.flat) {
+        let what = if members.len() == flat_index {
+            "the flat mesh".to_owned()
+        } else {
+            format!("cell {}", member_config.cell)
+        };
         match GossipMember::start(member_config).await {
             Ok(member) => members.push(Arc::new(member)),
             Err(e) => {
                 for member in members.into_iter().filter_map(|m| Arc::try_unwrap(m).ok()) {
                     let _ = member.shutdown().await;
                 }
-                return Err(anyhow::Error::new(e).context(format!("starting gossip cell {cell}")));
+                return Err(anyhow::Error::new(e).context(format!("starting gossip: {what}")));
             }
         }
     }
-    Ok(members)
+    let flat = (members.len() > flat_index).then(|| members.remove(flat_index));
+    Ok(Joined {
+        cells: members,
+        flat,
+    })
 }
 
 async fn bind(addr: SocketAddr, flag: &str) -> anyhow::Result<TcpListener> {
@@ -153,11 +170,13 @@ fn serve_http(
 
 /// Returns a [`ClusterView`] that `members` (this replica's observers, one per gossip cell, at
 /// least one) keep current: the view ages figures by their shared cluster clock, and an
-/// [`Updater`] task folds their gossip into it until `stop`. The replica and the freshness
-/// benchmark (`benches/freshness.rs`) both start their views here, so the benchmark measures
-/// the fold the replica runs.
+/// [`Updater`] task folds their gossip into it until `stop`, leaving `flat` (one of them, with
+/// its grace) once no agent is left in it. The replica and the freshness benchmark
+/// (`benches/freshness.rs`) both start their views here, so the benchmark measures the fold
+/// the replica runs.
 pub async fn follow_gossip(
     members: Vec<Arc<GossipMember>>,
+    flat: Option<(&Arc<GossipMember>, Duration)>,
     config: ViewConfig,
     metrics: ViewMetrics,
     tasks: &TaskTracker,
@@ -165,7 +184,10 @@ pub async fn follow_gossip(
 ) -> ClusterView {
     let clock = members.first().map(|m| m.clock()).unwrap_or_default();
     let view = ClusterView::with_clock(clock);
-    let updater = Updater::new(members, view.clone(), config, metrics).await;
+    let mut updater = Updater::new(members, view.clone(), config, metrics).await;
+    if let Some((flat, grace)) = flat {
+        updater = updater.with_flat_mesh(flat, grace);
+    }
     tasks.spawn(updater.run(stop));
     view
 }
@@ -200,10 +222,12 @@ pub async fn start(config: Config, stop: CancellationToken) -> anyhow::Result<Co
 
     // Gossip: an observer in every cell (or the flat mesh), on the same sealed transport as the
     // agents.
-    let members = join_gossip(&config).await?;
-    let gossip_addrs: Vec<SocketAddr> = members.iter().map(|m| m.id().gossip_addr).collect();
-    let gossip_addr = gossip_addrs[0];
-    let gossip_listen = members[0].listen_addr();
+    let joined = join_gossip(&config).await?;
+    let gossip_addrs: Vec<SocketAddr> = joined.cells.iter().map(|m| m.id().gossip_addr).collect();
+    let first = joined.flat.as_ref().unwrap_or(&joined.cells[0]);
+    let (gossip_addr, gossip_listen) = (first.id().gossip_addr, first.listen_addr());
+    let members: Vec<Arc<GossipMember>> =
+        joined.cells.iter().chain(&joined.flat).cloned().collect();
     tasks.spawn(
         crate::gossip_metrics::GossipMetrics::register(registry.sub_registry_with_prefix("gossip"))
             .follow(members.clone(), stop.child_token()),
@@ -211,6 +235,10 @@ pub async fn start(config: Config, stop: CancellationToken) -> anyhow::Result<Co
 
     let view = follow_gossip(
         members.clone(),
+        joined
+            .flat
+            .as_ref()
+            .map(|flat| (flat, config.flat_mesh_grace)),
         config.view.clone(),
         view_metrics,
         &tasks,

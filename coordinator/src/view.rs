@@ -85,7 +85,7 @@ use arc_swap::ArcSwap;
 use hashbrown::HashTable;
 use parking_lot::{Mutex, RwLock};
 use rustc_hash::{FxBuildHasher, FxHasher};
-use telemesh_core::gossip::cells::check_cell;
+use telemesh_core::gossip::cells::{check_cell, keep_flat_mesh};
 use telemesh_core::gossip::groups::{self, GROUP_PREFIX};
 use telemesh_core::gossip::schema::{METRIC_PREFIX, StateKey};
 use telemesh_core::gossip::{
@@ -96,6 +96,7 @@ use telemesh_core::metric::MetricName;
 use telemesh_core::policy::{Metrics, Reading};
 use telemesh_core::reward::Estimate;
 use telemesh_core::scavenge::ScavengerPod;
+use tokio::sync::broadcast;
 use tokio::sync::broadcast::error::TryRecvError;
 use tokio_util::sync::CancellationToken;
 
@@ -736,7 +737,9 @@ type Queue = Arc<Mutex<Vec<KeyChangeOwned>>>;
 /// cell, so the members' nodes are merged by name; were a node in two (an agent restarted into
 /// another cell), its newer generation wins as it does within one member.
 pub struct Updater {
+    /// The members, with their membership events and key subscriptions at the same index.
     members: Vec<Arc<GossipMember>>,
+    events: Vec<broadcast::Receiver<MembershipEvent>>,
     /// This replica's name in every member (its own state is not a node).
     me: Arc<str>,
     view: ClusterView,
@@ -746,7 +749,7 @@ pub struct Updater {
     /// Woken by the key-change callback, so queued changes are folded in without waiting for
     /// the tick.
     queued: Arc<tokio::sync::Notify>,
-    _subscriptions: Vec<KeySubscription>,
+    subscriptions: Vec<KeySubscription>,
     /// Every member but observers and self, by name: the working copy snapshots are taken from.
     working: HashMap<Arc<str>, Arc<NodeEntry>>,
     synced: bool,
@@ -762,6 +765,17 @@ pub struct Updater {
     rereads: FastMap<Arc<str>, Vec<Box<str>>>,
     /// Nodes already reported with another cell count (one log line each).
     cell_mismatches: HashSet<Arc<str>>,
+    /// The flat mesh, joined beside the cells while a rolling upgrade from it lasts.
+    flat: Option<FlatMesh>,
+}
+
+/// The flat mesh a replica with cells keeps while agents are left in it.
+struct FlatMesh {
+    member: Arc<GossipMember>,
+    /// How long it is kept once no agent is live in it.
+    grace: Duration,
+    /// When an agent was last live in it (or when it was joined).
+    agent_seen: tokio::time::Instant,
 }
 
 // === impl Updater ===
@@ -781,6 +795,8 @@ impl Updater {
             .map_or_else(|| Arc::from(""), |m| m.id().node_name.clone());
         let queued = Arc::new(tokio::sync::Notify::new());
         let mut subscriptions = Vec::with_capacity(members.len());
+        // Subscribed before anything is read, so no change falls between.
+        let events = members.iter().map(|m| m.events()).collect();
         for member in &members {
             let (sink, wake, me) = (queue.clone(), queued.clone(), me.clone());
             let subscription = member
@@ -801,13 +817,14 @@ impl Updater {
         }
         Self {
             members,
+            events,
             me,
             view,
             config,
             metrics,
             queue,
             queued,
-            _subscriptions: subscriptions,
+            subscriptions,
             working: HashMap::new(),
             synced: false,
             reward_types: Arc::default(),
@@ -816,13 +833,25 @@ impl Updater {
             scavenger_jobs_dirty: true,
             rereads: FastMap::default(),
             cell_mismatches: HashSet::new(),
+            flat: None,
         }
+    }
+
+    /// Names `member` (one of the members) as the flat mesh, left once no agent has been live
+    /// in it for `grace` (docs/architecture.md, "Rolling upgrade to cells").
+    pub fn with_flat_mesh(mut self, member: &Arc<GossipMember>, grace: Duration) -> Self {
+        self.flat = Some(FlatMesh {
+            member: member.clone(),
+            grace,
+            agent_seen: tokio::time::Instant::now(),
+        });
+        self
     }
 
     /// Folds changes in every tick until `stop`.
     pub async fn run(mut self, stop: CancellationToken) {
         let started = tokio::time::Instant::now();
-        let mut events: Vec<_> = self.members.iter().map(|m| m.events()).collect();
+        let mut arrived = Vec::new();
         let mut tick = tokio::time::interval(self.config.tick);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut next_resync = tokio::time::Instant::now();
@@ -843,14 +872,17 @@ impl Updater {
                     member.sync_updates().await;
                 }
             }
-            for events in &mut events {
+            for events in &mut self.events {
                 loop {
                     match events.try_recv() {
-                        Ok(event) => changed |= self.apply_event(event),
+                        Ok(event) => arrived.push(event),
                         Err(TryRecvError::Lagged(_)) => lagged = true,
                         Err(TryRecvError::Empty | TryRecvError::Closed) => break,
                     }
                 }
+            }
+            for event in arrived.drain(..) {
+                changed |= self.apply_event(event);
             }
             if lagged || now >= next_resync {
                 // Changes queued before the read are contained in it; those queued after it
@@ -882,6 +914,7 @@ impl Updater {
             }
             if now >= next_gauges {
                 self.update_gauges();
+                self.leave_flat_mesh_when_done(now).await;
                 next_gauges = now + Duration::from_secs(1);
             }
         }
@@ -1049,6 +1082,50 @@ impl Updater {
         // first request after it.
         snapshot.warm_like(&self.view.load());
         self.view.publish(snapshot);
+    }
+
+    /// Leaves the flat mesh once no agent has been live in it for its grace: every agent then
+    /// gossips in a cell. Agents in a cell publish it; one without is in the flat mesh.
+    async fn leave_flat_mesh_when_done(&mut self, now: tokio::time::Instant) {
+        let Some(flat) = &mut self.flat else {
+            return;
+        };
+        let flat_agents = self
+            .working
+            .values()
+            .filter(|e| {
+                e.liveness == Liveness::Live && e.state.is_agent() && e.state.cell.is_none()
+            })
+            .count();
+        self.metrics.flat_mesh_agents.set(flat_agents as i64);
+        self.metrics.flat_mesh_joined.set(1);
+        if flat_agents > 0 {
+            flat.agent_seen = now;
+        }
+        let idle = now.duration_since(flat.agent_seen);
+        if keep_flat_mesh(idle, flat.grace) {
+            return;
+        }
+        let Some(flat) = self.flat.take() else {
+            return;
+        };
+        if let Some(i) = self
+            .members
+            .iter()
+            .position(|m| Arc::ptr_eq(m, &flat.member))
+        {
+            self.members.remove(i);
+            self.events.remove(i);
+            drop(self.subscriptions.remove(i));
+        }
+        self.metrics.flat_mesh_joined.set(0);
+        match flat.member.leave().await {
+            Ok(()) => tracing::info!(
+                idle = ?idle,
+                "left the flat gossip mesh: no agent has been in it for its grace; every agent gossips in a cell"
+            ),
+            Err(e) => tracing::warn!(error = %e, "leaving the flat gossip mesh failed"),
+        }
     }
 
     fn update_gauges(&mut self) {
@@ -1391,6 +1468,9 @@ fn merge(into: &mut NodeState, from: NodeState) {
     if from.role.is_some() {
         into.role = from.role;
     }
+    if from.cell.is_some() {
+        into.cell = from.cell;
+    }
     into.leaving |= from.leaving;
     into.metrics.extend(from.metrics);
     into.rewards.extend(from.rewards);
@@ -1412,6 +1492,23 @@ mod tests {
             key: key.into(),
             value: value.into(),
         }
+    }
+
+    #[test]
+    fn every_identity_key_folds_in() {
+        let mut working = HashMap::new();
+        apply_changes(
+            &mut working,
+            vec![
+                change("n1", 1, "v", "2"),
+                change("n1", 1, "role", "agent"),
+                change("n1", 1, "cell", "3/40"),
+            ],
+        );
+        let state = &working["n1"].state;
+        assert_eq!(state.schema_version, Some(2));
+        assert_eq!(state.role, Some(Role::Agent));
+        assert_eq!(state.cell, Some("3/40".parse().unwrap()));
     }
 
     #[test]

@@ -3,6 +3,10 @@
 //! its metric; each agent's gossip holds only its own cell's agents and the two replicas (the
 //! cells are separate meshes); an agent started with another cell count is in view and reported
 //! by both replicas; an agent that leaves is seen leaving through its cell.
+//!
+//! And a rolling upgrade from the flat mesh: agents in the flat mesh replaced one by one with
+//! agents in cells, both replicas polled throughout, no node ever missing from either view; the
+//! replicas leave the flat mesh once it is empty for its grace, and keep every node.
 #![allow(clippy::unwrap_used)]
 
 use std::collections::BTreeSet;
@@ -22,6 +26,7 @@ const CELLS: u32 = 4;
 /// Loopback addresses of this test's own (no other test binds them): the replicas' cell ports
 /// are fixed offsets from their base port, so each replica has an address to itself.
 const REPLICA_IPS: [Ipv4Addr; 2] = [Ipv4Addr::new(127, 0, 84, 1), Ipv4Addr::new(127, 0, 84, 2)];
+const UPGRADE_IPS: [Ipv4Addr; 2] = [Ipv4Addr::new(127, 0, 85, 1), Ipv4Addr::new(127, 0, 85, 2)];
 
 fn script_metric(root: &Path, value: f64) {
     let dir = root.join("textfile");
@@ -33,12 +38,12 @@ fn script_metric(root: &Path, value: f64) {
 
 /// A base port whose next `cells` ports are free on every replica address (the replicas bind
 /// them right after; nothing else binds these addresses).
-fn free_base_port(cells: u32) -> u16 {
+fn free_base_port(ips: &[Ipv4Addr], cells: u32) -> u16 {
     let span = u16::try_from(cells).unwrap();
     (20_000..30_000)
         .step_by(usize::from(span) + 1)
         .find(|&base| {
-            REPLICA_IPS.iter().all(|ip| {
+            ips.iter().all(|ip| {
                 (base..=base + span)
                     .all(|port| std::net::UdpSocket::bind((IpAddr::V4(*ip), port)).is_ok())
             })
@@ -65,7 +70,17 @@ fn agent_config(
     cells: u32,
     cell_seeds: &str,
 ) -> telemesh_agent::config::Config {
-    let args = vec![
+    agent_config_with(node, dir, cells, cell_seeds, &[])
+}
+
+fn agent_config_with(
+    node: &str,
+    dir: &Path,
+    cells: u32,
+    cell_seeds: &str,
+    extra: &[String],
+) -> telemesh_agent::config::Config {
+    let mut args = vec![
         "telemesh-agent".to_string(),
         format!("--node-name={node}"),
         format!("--host-root={}", dir.join(node).display()),
@@ -79,6 +94,7 @@ fn agent_config(
         format!("--gossip-cells={cells}"),
         format!("--gossip-cell-seeds={cell_seeds}"),
     ];
+    args.extend_from_slice(extra);
     telemesh_agent::config::Config::try_from(
         telemesh_agent::config::Cli::try_parse_from(args).unwrap(),
     )
@@ -91,7 +107,17 @@ fn coordinator_config(
     listen: SocketAddr,
     cell_seeds: &str,
 ) -> telemesh_coordinator::config::Config {
-    let args = vec![
+    coordinator_config_with(name, dir, listen, cell_seeds, &[])
+}
+
+fn coordinator_config_with(
+    name: &str,
+    dir: &Path,
+    listen: SocketAddr,
+    cell_seeds: &str,
+    extra: &[String],
+) -> telemesh_coordinator::config::Config {
+    let mut args = vec![
         "telemesh-coordinator".to_string(),
         format!("--replica-name={name}"),
         format!("--gossip-key-file={}", dir.join("keys").display()),
@@ -105,7 +131,9 @@ fn coordinator_config(
         "--http-listen=127.0.0.1:0".into(),
         "--gossip-interval=100ms".into(),
         "--view-tick=50ms".into(),
+        "--scavengers=false".into(),
     ];
+    args.extend_from_slice(extra);
     telemesh_coordinator::config::Config::try_from(
         telemesh_coordinator::config::Cli::try_parse_from(args).unwrap(),
     )
@@ -133,7 +161,7 @@ async fn seen_by(agent: SocketAddr) -> (BTreeSet<String>, BTreeSet<String>) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn agents_gossip_in_cells_that_every_replica_serves_and_merges() {
-    telemesh_core::telemetry::init(telemesh_core::cli::LogFormat::Text, "warn");
+    telemesh_core::telemetry::init(telemesh_core::cli::LogFormat::Text, "error");
     let sim = telemesh_sim::Sim::start(Default::default()).await.unwrap();
     telemesh_sim::nodes::create_nodes(&sim.server, 11).unwrap();
     let tmp = tempfile::tempdir().unwrap();
@@ -141,7 +169,7 @@ async fn agents_gossip_in_cells_that_every_replica_serves_and_merges() {
     sim.write_kubeconfig(&dir.join("kubeconfig")).unwrap();
     std::fs::write(dir.join("keys"), format!("{KEY}\n")).unwrap();
 
-    let base = free_base_port(CELLS);
+    let base = free_base_port(&REPLICA_IPS, CELLS);
     let cell_seeds = REPLICA_IPS
         .iter()
         .map(|ip| format!("{ip}:{base}"))
@@ -263,6 +291,175 @@ async fn agents_gossip_in_cells_that_every_replica_serves_and_merges() {
     }
 
     odd_agent.shutdown().await;
+    for agent in agents {
+        agent.shutdown().await;
+    }
+    for replica in replicas {
+        replica.shutdown().await;
+    }
+}
+
+/// Every `name` in `view` (whatever its liveness), else the first missing.
+fn missing(view: &telemesh_coordinator::view::ClusterView, names: &[String]) -> Option<String> {
+    let snapshot = view.load();
+    names.iter().find(|n| snapshot.node(n).is_none()).cloned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rolling_upgrade_from_the_flat_mesh_keeps_every_node_in_view() {
+    telemesh_core::telemetry::init(telemesh_core::cli::LogFormat::Text, "error");
+    let sim = telemesh_sim::Sim::start(Default::default()).await.unwrap();
+    telemesh_sim::nodes::create_nodes(&sim.server, 6).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    sim.write_kubeconfig(&dir.join("kubeconfig")).unwrap();
+    std::fs::write(dir.join("keys"), format!("{KEY}\n")).unwrap();
+
+    // The new replicas: cells, and the flat mesh at the base port through the flat seeds.
+    let base = free_base_port(&UPGRADE_IPS, CELLS);
+    let bases: Vec<String> = UPGRADE_IPS
+        .iter()
+        .map(|ip| format!("{ip}:{base}"))
+        .collect();
+    let seeds = bases.join(",");
+    let mut replicas = Vec::new();
+    for (r, ip) in UPGRADE_IPS.iter().enumerate() {
+        let extra = [
+            format!("--gossip-seeds={seeds}"),
+            "--gossip-flat-mesh-grace=3s".to_owned(),
+        ];
+        let replica = telemesh_coordinator::start(
+            coordinator_config_with(
+                &format!("coordinator-{r}"),
+                dir,
+                SocketAddr::new(IpAddr::V4(*ip), base),
+                &seeds,
+                &extra,
+            ),
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            replica.gossip_addr.port(),
+            base,
+            "the flat mesh keeps the base port"
+        );
+        replicas.push(replica);
+    }
+
+    // The old agents: the flat mesh (one cell), seeded at the replicas' base port.
+    let names: Vec<String> = (0..6).map(|i| format!("sim-node-{i}")).collect();
+    let flat_seeds = [format!("--gossip-seeds={seeds}")];
+    let mut agents = Vec::new();
+    for (i, name) in names.iter().enumerate() {
+        script_metric(&dir.join(name), i as f64);
+        let agent = telemesh_agent::start(
+            agent_config_with(name, dir, 1, &seeds, &flat_seeds),
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+        agents.push(agent);
+    }
+    let live_in = |cell: bool| {
+        let names = names.clone();
+        move |view: telemesh_coordinator::view::ClusterView| {
+            let snapshot = view.load();
+            names.iter().all(|n| {
+                snapshot
+                    .node(n)
+                    .is_some_and(|e| e.liveness == Liveness::Live && e.state.cell.is_some() == cell)
+            })
+        }
+    };
+    for replica in &replicas {
+        let (view, check) = (replica.view.clone(), live_in(false));
+        eventually("every old agent live in the flat mesh", WAIT, || {
+            let (view, check) = (view.clone(), check.clone());
+            async move { check(view).then_some(()) }
+        })
+        .await;
+    }
+
+    // Both views polled throughout the rollout: a node missing once is a failure.
+    let stop_polling = CancellationToken::new();
+    let poller = {
+        let views: Vec<_> = replicas.iter().map(|r| r.view.clone()).collect();
+        let (names, stop) = (names.clone(), stop_polling.clone());
+        tokio::spawn(async move {
+            let (mut polls, mut misses) = (0u64, Vec::new());
+            while !stop.is_cancelled() {
+                for (r, view) in views.iter().enumerate() {
+                    if let Some(name) = missing(view, &names) {
+                        misses.push(format!("{name} missing from replica {r}"));
+                    }
+                }
+                polls += 1;
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            (polls, misses)
+        })
+    };
+
+    // The DaemonSet rollout: one node at a time, the next once the new agent is live in both
+    // views in its cell.
+    let cells = Cells::new(CELLS).unwrap();
+    for (i, name) in names.iter().enumerate() {
+        let old = std::mem::replace(
+            &mut agents[i],
+            telemesh_agent::start(
+                agent_config(name, dir, CELLS, &seeds),
+                CancellationToken::new(),
+            )
+            .await
+            .unwrap(),
+        );
+        old.shutdown().await;
+        for replica in &replicas {
+            let view = replica.view.clone();
+            let (name, cell) = (name.clone(), cells.of(name));
+            eventually("the upgraded agent live in its cell", WAIT, || {
+                let (view, name) = (view.clone(), name.clone());
+                async move {
+                    view.load()
+                        .node(&name)
+                        .is_some_and(|e| e.liveness == Liveness::Live && e.state.cell == Some(cell))
+                        .then_some(())
+                }
+            })
+            .await;
+        }
+    }
+
+    // The flat mesh empty for its grace: both replicas leave it and keep every node, live.
+    for replica in &replicas {
+        let http = replica.http_addr;
+        eventually("the replica left the flat mesh", WAIT, || async move {
+            let metrics = get(http, "/metrics").await;
+            (metrics.contains("telemesh_coordinator_view_flat_mesh_joined 0\n")
+                && metrics.contains("telemesh_coordinator_view_flat_mesh_agents 0\n"))
+            .then_some(())
+        })
+        .await;
+    }
+    for replica in &replicas {
+        let (view, check) = (replica.view.clone(), live_in(true));
+        eventually(
+            "every agent live in its cell after the flat mesh",
+            WAIT,
+            || {
+                let (view, check) = (view.clone(), check.clone());
+                async move { check(view).then_some(()) }
+            },
+        )
+        .await;
+    }
+    stop_polling.cancel();
+    let (polls, misses) = poller.await.unwrap();
+    assert!(polls > 50, "the views were polled {polls} times");
+    assert!(misses.is_empty(), "{} polls: {misses:?}", polls);
+
     for agent in agents {
         agent.shutdown().await;
     }

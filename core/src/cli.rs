@@ -144,6 +144,16 @@ pub enum GossipSettingsError {
     CellSeed(#[from] CellsError),
 }
 
+/// A coordinator replica's gossip members: one per cell (the flat mesh alone with one cell),
+/// and the flat mesh beside the cells during a rolling upgrade from it.
+#[derive(Debug)]
+pub struct ObserverConfigs {
+    /// By cell index.
+    pub cells: Vec<GossipConfig>,
+    /// The flat mesh's, when asked for and it has seeds.
+    pub flat: Option<GossipConfig>,
+}
+
 /// A gossip member's configuration that cannot be made.
 #[derive(Debug, thiserror::Error)]
 pub enum MemberConfigError {
@@ -226,12 +236,20 @@ impl GossipSettings {
     }
 
     /// A coordinator replica's configurations, one per cell, sharing one clock: each listens
-    /// (and advertises) at its cell's port and seeds the other replicas there. With one cell,
-    /// the flat mesh's configuration alone.
-    pub fn observer_configs(&self, replica: &str) -> Result<Vec<GossipConfig>, MemberConfigError> {
+    /// (and advertises) at its cell's port and seeds the other replicas there; with
+    /// `flat_too`, also the flat mesh's at the base port through `--gossip-seeds` (a rolling
+    /// upgrade from it). With one cell, the flat mesh's configuration alone.
+    pub fn observer_configs(
+        &self,
+        replica: &str,
+        flat_too: bool,
+    ) -> Result<ObserverConfigs, MemberConfigError> {
         let mut base = self.member_config(replica, Role::Observer)?;
         if self.cells.is_flat() {
-            return Ok(vec![base]);
+            return Ok(ObserverConfigs {
+                cells: vec![base],
+                flat: None,
+            });
         }
         base.shared_clock = Some(ClusterClock::new(base.local_clock));
         let port_of = |addr: SocketAddr, cell: Cell| -> Result<SocketAddr, MemberConfigError> {
@@ -247,7 +265,8 @@ impl GossipSettings {
                     })?;
             Ok(SocketAddr::new(addr.ip(), port))
         };
-        self.cells
+        let cells = self
+            .cells
             .all()
             .map(|cell| {
                 let mut config = base.clone();
@@ -256,7 +275,11 @@ impl GossipSettings {
                 self.join_cell(&mut config, cell);
                 Ok(config)
             })
-            .collect()
+            .collect::<Result<_, MemberConfigError>>()?;
+        Ok(ObserverConfigs {
+            cells,
+            flat: (flat_too && !self.seeds.is_empty()).then_some(base),
+        })
     }
 
     /// Points `config` at `cell`: its cluster id, published cell, and the coordinators' port

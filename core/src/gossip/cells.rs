@@ -225,6 +225,14 @@ pub fn check_cell(published: Cell, ours: Cells) -> CellCheck {
     }
 }
 
+/// Whether a coordinator replica serving cells keeps the flat mesh it joined for a rolling
+/// upgrade from it, given how long no agent has been live there (since it joined, if none
+/// ever was): for `grace` after the last one went, so an old agent restarting in place, or a
+/// replica that started before the old agents reached it, is not cut off.
+pub fn keep_flat_mesh(no_agent_for: std::time::Duration, grace: std::time::Duration) -> bool {
+    no_agent_for < grace
+}
+
 /// Jump consistent hashing: maps `key` to a bucket below `buckets` so that growing the bucket
 /// count moves only the keys the new buckets take (Lamping and Veach, "A Fast, Minimal Memory,
 /// Consistent Hash Algorithm", 2014; the paper's reference code).
@@ -357,6 +365,19 @@ mod tests {
         for bad in ["32/32", "3", "3/0", "-1/4", "a/b"] {
             assert!(bad.parse::<Cell>().is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn the_flat_mesh_is_kept_for_its_grace_after_its_last_agent() {
+        use std::time::Duration;
+        let grace = Duration::from_secs(300);
+        assert!(keep_flat_mesh(Duration::ZERO, grace));
+        assert!(keep_flat_mesh(Duration::from_secs(299), grace));
+        assert!(!keep_flat_mesh(grace, grace));
+        assert!(
+            !keep_flat_mesh(Duration::ZERO, Duration::ZERO),
+            "a zero grace keeps nothing"
+        );
     }
 
     #[test]

@@ -312,7 +312,9 @@ impl fmt::Debug for KeySubscription {
 
 /// A running gossip member.
 pub struct GossipMember {
-    handle: Option<ChitchatHandle>,
+    /// Taken by the leave: a member that left stays a value (its counters and clock readable)
+    /// but gossips no more.
+    handle: parking_lot::Mutex<Option<ChitchatHandle>>,
     chitchat: Arc<Mutex<Chitchat>>,
     id: MemberId,
     /// The bound socket (the advertised address may be another, e.g. a NAT or a proxy's).
@@ -448,7 +450,7 @@ impl GossipMember {
         };
         tracing::info!(member = %id, role = %config.role, seeds = ?config.seeds, "gossip member started");
         Ok(Self {
-            handle: Some(handle),
+            handle: parking_lot::Mutex::new(Some(handle)),
             chitchat,
             id,
             listen_addr,
@@ -674,9 +676,9 @@ impl GossipMember {
     /// Ack that carries what the observer lacks): spend it on rare changes that matter at once,
     /// not on every publication. Returns how many exchanges were started.
     pub async fn push_to_observers(&self) -> usize {
-        let Some(handle) = self.handle.as_ref() else {
+        if self.handle.lock().is_none() {
             return 0;
-        };
+        }
         let observers: Vec<SocketAddr> = {
             let chitchat = self.chitchat.lock().await;
             let me = chitchat.self_chitchat_id();
@@ -686,6 +688,10 @@ impl GossipMember {
                 .filter(|id| chitchat.node_state(id).is_some_and(announces_observer))
                 .map(|id| id.gossip_advertise_addr)
                 .collect()
+        };
+        let handle = self.handle.lock();
+        let Some(handle) = handle.as_ref() else {
+            return 0;
         };
         let mut started = 0;
         for addr in observers {
@@ -741,9 +747,15 @@ impl GossipMember {
 
     /// Leaves cleanly: publishes `leaving`, pushes it to a few live peers (waiting at most
     /// `leave_timeout` for the exchanges), then stops gossip.
+    pub async fn shutdown(self) -> Result<()> {
+        self.leave().await
+    }
+
+    /// [`Self::shutdown`] for a member others still hold (a coordinator leaving the flat mesh
+    /// once a rolling upgrade to cells is over): it gossips no more; a second leave does nothing.
     #[tracing::instrument(skip_all, fields(member = %self.id))]
-    pub async fn shutdown(mut self) -> Result<()> {
-        let Some(handle) = self.handle.take() else {
+    pub async fn leave(&self) -> Result<()> {
+        let Some(handle) = self.handle.lock().take() else {
             return Ok(());
         };
         let peers: Vec<SocketAddr> = {
