@@ -86,6 +86,8 @@ pub struct AgentMetrics {
     pub collection_seconds: Histogram,
     /// Gossip peers by liveness.
     pub gossip_peers: Family<PeerLabels, Gauge>,
+    /// 1 while a live coordinator replica in this agent's gossip uses another cell count.
+    pub gossip_cell_count_mismatch: Gauge,
     /// Gossip datagrams dropped, by reason.
     pub gossip_dropped: Family<DropLabels, Counter>,
     /// Gossip bytes on the wire (sealed), by direction.
@@ -154,6 +156,12 @@ impl AgentMetrics {
             "gossip_peers",
             "Gossip members by liveness",
             gossip_peers.clone(),
+        );
+        let gossip_cell_count_mismatch = Gauge::default();
+        registry.register(
+            "gossip_cell_count_mismatch",
+            "1 while a live coordinator replica in this agent's gossip cell runs with another --gossip-cells",
+            gossip_cell_count_mismatch.clone(),
         );
         registry.register(
             "gossip_dropped_packets",
@@ -226,6 +234,7 @@ impl AgentMetrics {
             node_metric,
             collection_seconds,
             gossip_peers,
+            gossip_cell_count_mismatch,
             gossip_dropped,
             gossip_bytes,
             gossip_datagrams,

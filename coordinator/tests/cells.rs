@@ -2,7 +2,7 @@
 //! and two coordinator replicas that serve every cell. Both replicas' views hold every node with
 //! its metric; each agent's gossip holds only its own cell's agents and the two replicas (the
 //! cells are separate meshes); an agent started with another cell count is in view and reported
-//! by both replicas; an agent that leaves is seen leaving through its cell.
+//! by both replicas and by itself; an agent that leaves is seen leaving through its cell.
 //!
 //! And a rolling upgrade from the flat mesh: agents in the flat mesh replaced one by one with
 //! agents in cells, both replicas polled throughout, no node ever missing from either view; the
@@ -273,6 +273,21 @@ async fn agents_gossip_in_cells_that_every_replica_serves_and_merges() {
         })
         .await;
     }
+
+    // The agent says so too, and an agent with the replicas' count does not.
+    let (odd_http, fine_http) = (odd_agent.http_addr, agents[0].http_addr);
+    eventually(
+        "the mismatched agent reports the replicas' count",
+        WAIT,
+        || async move {
+            let odd = get(odd_http, "/metrics").await;
+            let fine = get(fine_http, "/metrics").await;
+            (odd.contains("telemesh_agent_gossip_cell_count_mismatch 1\n")
+                && fine.contains("telemesh_agent_gossip_cell_count_mismatch 0\n"))
+            .then_some(())
+        },
+    )
+    .await;
 
     // An agent that leaves is seen leaving, through its cell, by both replicas.
     let leaving = names[3].clone();

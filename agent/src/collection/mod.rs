@@ -15,7 +15,8 @@ use http_body_util::{BodyExt as _, Empty};
 use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::reflector::Store;
 use parking_lot::RwLock;
-use telemesh_core::gossip::{DropReason, GossipMember, TransportCounters};
+use telemesh_core::gossip::cells;
+use telemesh_core::gossip::{DropReason, GossipMember, ObserverCheck, TransportCounters};
 use telemesh_core::metric::{MetricName, Sample};
 use telemesh_core::pod::PodFigures;
 use telemesh_core::policy::{TASPolicy, Unknown};
@@ -87,6 +88,7 @@ pub async fn run(inputs: Inputs, stop: CancellationToken) {
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let mut ready = false;
     let mut correction_ms = 0;
+    let mut observers = ObserversSeen::new();
     loop {
         tokio::select! {
             _ = stop.cancelled() => break,
@@ -157,6 +159,7 @@ pub async fn run(inputs: Inputs, stop: CancellationToken) {
         }
         // Counts only: parsing every member's state each tick would cost more than collecting.
         let (alive, dead) = member.liveness_counts().await;
+        observers.check(member, metrics).await;
         drop(guard);
         if clock.correction_ms() != correction_ms {
             // Values stamped before the correction carry the wrong time: restamp them all.
@@ -201,6 +204,71 @@ async fn sample(mut collector: Collector, inputs: &Inputs) -> (Collector, Collec
         Err(e) => {
             tracing::error!(error = %e, "collection panicked; restarting the collector");
             (Collector::new(inputs.collector.clone()), Default::default())
+        }
+    }
+}
+
+/// The coordinator replicas in this agent's gossip, checked every [`ObserversSeen::EVERY`]: a
+/// replica with another cell count, or none for [`ObserversSeen::PATIENCE`], is logged when it
+/// begins ([`cells::observer_warning`]).
+struct ObserversSeen {
+    last: ObserverCheck,
+    since: tokio::time::Instant,
+    next: tokio::time::Instant,
+}
+
+impl ObserversSeen {
+    const EVERY: Duration = Duration::from_secs(5);
+    const PATIENCE: Duration = Duration::from_secs(60);
+
+    fn new() -> Self {
+        let now = tokio::time::Instant::now();
+        Self {
+            last: ObserverCheck::NoneLive,
+            since: now,
+            next: now + Self::EVERY,
+        }
+    }
+
+    async fn check(&mut self, member: &GossipMember, metrics: &AgentMetrics) {
+        let now = tokio::time::Instant::now();
+        if now < self.next {
+            return;
+        }
+        self.next = now + Self::EVERY;
+        let check = member.check_observers().await;
+        let cell = member.cell();
+        // In the flat mesh an agent without replicas is a test or a replica-less setup, not a
+        // layout error.
+        let flat_alone = cell.cells().is_flat() && check == ObserverCheck::NoneLive;
+        if !flat_alone
+            && cells::observer_warning(self.last, now - self.since, check, Self::PATIENCE)
+        {
+            match check {
+                ObserverCheck::CountDiffers { theirs, ours } => tracing::warn!(
+                    gossip.cell = %cell,
+                    agent.cells = %ours,
+                    coordinator.cells = %theirs,
+                    "a coordinator replica runs with another --gossip-cells than this agent; \
+                     give both the same count (the chart's gossip.cells)"
+                ),
+                ObserverCheck::NoneLive => tracing::warn!(
+                    gossip.cell = %cell,
+                    patience = ?Self::PATIENCE,
+                    "no coordinator replica in this agent's gossip: nothing reads this node; \
+                     check --gossip-cell-seeds, and that the coordinators run with the same \
+                     --gossip-cells"
+                ),
+                ObserverCheck::Agrees => {}
+            }
+        }
+        metrics.gossip_cell_count_mismatch.set(i64::from(matches!(
+            check,
+            ObserverCheck::CountDiffers { .. }
+        )));
+        if check != self.last {
+            self.since = now;
+            self.last = check;
         }
     }
 }

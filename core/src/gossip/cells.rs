@@ -225,6 +225,53 @@ pub fn check_cell(published: Cell, ours: Cells) -> CellCheck {
     }
 }
 
+/// What an agent makes of the coordinator replicas in its cell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ObserverCheck {
+    /// No replica is live in the cell: nobody reads this node.
+    NoneLive,
+    /// Every live replica uses the agent's count.
+    Agrees,
+    /// A live replica uses another count.
+    CountDiffers {
+        /// The replica's count.
+        theirs: Cells,
+        /// The agent's.
+        ours: Cells,
+    },
+}
+
+/// Checks the cells the live observers of an agent's mesh published (`None`: the flat mesh)
+/// against the agent's count.
+pub fn check_observers(ours: Cells, observers: &[Option<Cell>]) -> ObserverCheck {
+    if observers.is_empty() {
+        return ObserverCheck::NoneLive;
+    }
+    observers
+        .iter()
+        .map(|cell| cell.map_or(Cells::FLAT, Cell::cells))
+        .find(|theirs| *theirs != ours)
+        .map_or(ObserverCheck::Agrees, |theirs| {
+            ObserverCheck::CountDiffers { theirs, ours }
+        })
+}
+
+/// Whether a check is worth a warning now: a count that differs at once, no live replica once
+/// that has lasted `patience` (an agent starting before the replicas, or while one restarts,
+/// is not an error), each only when it begins.
+pub fn observer_warning(
+    previous: ObserverCheck,
+    previous_for: std::time::Duration,
+    now: ObserverCheck,
+    patience: std::time::Duration,
+) -> bool {
+    match now {
+        ObserverCheck::Agrees => false,
+        ObserverCheck::CountDiffers { .. } => previous != now,
+        ObserverCheck::NoneLive => previous == ObserverCheck::NoneLive && previous_for >= patience,
+    }
+}
+
 /// Whether a coordinator replica serving cells keeps the flat mesh it joined for a rolling
 /// upgrade from it, given how long no agent has been live there (since it joined, if none
 /// ever was): for `grace` after the last one went, so an old agent restarting in place, or a
@@ -378,6 +425,59 @@ mod tests {
             !keep_flat_mesh(Duration::ZERO, Duration::ZERO),
             "a zero grace keeps nothing"
         );
+    }
+
+    #[test]
+    fn an_agent_names_a_replica_with_another_count_and_warns_once() {
+        use std::time::Duration;
+        let ours = Cells::new(40).unwrap();
+        let theirs = Cells::new(8).unwrap();
+        assert_eq!(check_observers(ours, &[]), ObserverCheck::NoneLive);
+        assert_eq!(
+            check_observers(ours, &[Some(ours.of("a")), Some(ours.of("a"))]),
+            ObserverCheck::Agrees
+        );
+        let differs = ObserverCheck::CountDiffers { theirs, ours };
+        assert_eq!(
+            check_observers(ours, &[Some(ours.of("a")), Some(theirs.of("a"))]),
+            differs
+        );
+        assert_eq!(
+            check_observers(ours, &[None]),
+            ObserverCheck::CountDiffers {
+                theirs: Cells::FLAT,
+                ours
+            }
+        );
+        let (second, patience) = (Duration::from_secs(1), Duration::from_secs(30));
+        assert!(observer_warning(
+            ObserverCheck::Agrees,
+            second,
+            differs,
+            patience
+        ));
+        assert!(
+            !observer_warning(differs, second, differs, patience),
+            "once"
+        );
+        assert!(!observer_warning(
+            ObserverCheck::NoneLive,
+            second,
+            ObserverCheck::NoneLive,
+            patience
+        ));
+        assert!(observer_warning(
+            ObserverCheck::NoneLive,
+            patience,
+            ObserverCheck::NoneLive,
+            patience
+        ));
+        assert!(!observer_warning(
+            differs,
+            second,
+            ObserverCheck::Agrees,
+            patience
+        ));
     }
 
     #[test]

@@ -24,7 +24,7 @@ use chitchat::{
 use tokio::sync::{Mutex, broadcast};
 
 use super::AbortOnDrop;
-use super::cells::{Cell, Cells};
+use super::cells::{Cell, Cells, ObserverCheck, check_observers};
 use super::clock::{ClusterClock, LocalClock};
 use super::groups::{self, MetricEncoding};
 use super::keyring::Keyring;
@@ -320,6 +320,7 @@ pub struct GossipMember {
     /// The bound socket (the advertised address may be another, e.g. a NAT or a proxy's).
     listen_addr: SocketAddr,
     role: Role,
+    cell: Cell,
     counters: Arc<TransportCounters>,
     sealer: Option<Sealer>,
     clock: ClusterClock,
@@ -455,6 +456,7 @@ impl GossipMember {
             id,
             listen_addr,
             role: config.role,
+            cell: config.cell,
             counted: counters.is_some(),
             counters: counters.unwrap_or_default(),
             sealer,
@@ -668,6 +670,26 @@ impl GossipMember {
             .collect::<HashSet<&str>>()
             .len();
         (live.len(), dead)
+    }
+
+    /// The gossip cell this member joined.
+    pub fn cell(&self) -> Cell {
+        self.cell
+    }
+
+    /// The cell each live observer (coordinator replica) in view published (`None`: it is in
+    /// the flat mesh), checked against this member's count.
+    pub async fn check_observers(&self) -> ObserverCheck {
+        let chitchat = self.chitchat.lock().await;
+        let me = chitchat.self_chitchat_id();
+        let cells: Vec<Option<Cell>> = chitchat
+            .live_nodes()
+            .filter(|id| *id != me)
+            .filter_map(|id| chitchat.node_state(id))
+            .filter(|node| announces_observer(node))
+            .map(|node| node.get(schema::CELL_KEY).and_then(|v| v.parse().ok()))
+            .collect();
+        check_observers(self.cell.cells(), &cells)
     }
 
     /// Starts one exchange with each live observer now, ahead of the next round, so the

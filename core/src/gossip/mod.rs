@@ -24,7 +24,7 @@ pub mod schema;
 pub mod seal;
 pub mod state;
 
-pub use cells::{Cell, CellCheck, Cells, CellsError};
+pub use cells::{Cell, CellCheck, Cells, CellsError, ObserverCheck};
 pub use clock::{ClusterClock, LocalClock};
 pub use keyring::{Keyring, KeyringError};
 pub use member::{

@@ -55,7 +55,7 @@ pub(crate) const ROLE_KEY: &str = "role";
 const LEAVING_KEY: &str = "leaving";
 /// The key of an agent's QUIC address ([`StateKey::QuicAddr`]).
 pub const QUIC_ADDR_KEY: &str = "quic";
-const CELL_KEY: &str = "cell";
+pub(crate) const CELL_KEY: &str = "cell";
 /// The prefix of single metric keys ([`StateKey::Metric`]).
 pub const METRIC_PREFIX: &str = "m:";
 /// The key prefix of metric groups.
