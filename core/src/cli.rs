@@ -403,4 +403,108 @@ mod tests {
         assert_eq!(parse_signed_duration("+90s"), Ok(90_000));
         assert_eq!(parse_signed_duration("250ms"), Ok(250));
     }
+
+    #[derive(clap::Parser)]
+    struct Flags {
+        #[command(flatten)]
+        gossip: GossipArgs,
+    }
+
+    fn settings(args: &[&str]) -> Result<GossipSettings, GossipSettingsError> {
+        use clap::Parser as _;
+        let mut argv = vec!["t", "--insecure-gossip"];
+        argv.extend_from_slice(args);
+        #[allow(clippy::unwrap_used)]
+        let flags = Flags::try_parse_from(argv).unwrap();
+        flags
+            .gossip
+            .settings("10.0.0.5:7947".parse().expect("an address"))
+    }
+
+    #[test]
+    #[allow(clippy::unwrap_used)]
+    fn an_agent_joins_its_cell_through_the_coordinators_port_for_it() {
+        let s = settings(&[
+            "--gossip-cells=4",
+            "--gossip-cell-seeds=coord.ns.svc:7947,10.0.0.9:7947",
+            "--gossip-seeds=agents.ns.svc:7946",
+        ])
+        .unwrap();
+        let config = s.agent_config("node-1").unwrap();
+        let cell = Cells::new(4).unwrap().of("node-1");
+        assert_eq!(config.cell, cell);
+        assert_eq!(config.cluster_id, format!("telemesh.cell-{}", cell.index()));
+        let port = 7948 + cell.index();
+        assert_eq!(
+            config.seeds,
+            [format!("coord.ns.svc:{port}"), format!("10.0.0.9:{port}")]
+        );
+        assert_eq!(
+            config.listen_addr.port(),
+            7947,
+            "an agent keeps its one port"
+        );
+
+        // The flat mesh: the seeds as given, the cluster id unchanged.
+        let flat = settings(&["--gossip-seeds=agents.ns.svc:7946"]).unwrap();
+        let config = flat.agent_config("node-1").unwrap();
+        assert_eq!(config.cluster_id, "telemesh");
+        assert_eq!(config.seeds, ["agents.ns.svc:7946"]);
+
+        // Cells without the coordinators' address cannot be joined.
+        let err = settings(&["--gossip-cells=4"])
+            .unwrap()
+            .agent_config("node-1")
+            .unwrap_err();
+        assert!(err.to_string().contains("--gossip-cell-seeds"), "{err}");
+        assert!(settings(&["--gossip-cells=4", "--gossip-cell-seeds=coord"]).is_err());
+        use clap::Parser as _;
+        let refused = Flags::try_parse_from(["t", "--insecure-gossip", "--gossip-cells=0"]);
+        assert!(refused.is_err_and(|e| e.to_string().contains("1 (the flat mesh)")));
+    }
+
+    #[test]
+    #[allow(clippy::unwrap_used)]
+    fn a_replica_serves_every_cell_at_its_port_and_the_flat_mesh_at_the_base() {
+        let s = settings(&[
+            "--gossip-cells=3",
+            "--gossip-cell-seeds=coord.ns.svc:7947",
+            "--gossip-seeds=agents.ns.svc:7946",
+            "--gossip-advertise=10.0.0.5:7947",
+        ])
+        .unwrap();
+        let configs = s.observer_configs("replica-a", true).unwrap();
+        let ports: Vec<(u16, u16)> = configs
+            .cells
+            .iter()
+            .map(|c| (c.listen_addr.port(), c.advertise_addr.unwrap().port()))
+            .collect();
+        assert_eq!(ports, [(7948, 7948), (7949, 7949), (7950, 7950)]);
+        assert_eq!(configs.cells[2].cluster_id, "telemesh.cell-2");
+        assert_eq!(configs.cells[2].seeds, ["coord.ns.svc:7950"]);
+        let flat = configs.flat.as_ref().unwrap();
+        assert_eq!(
+            (flat.listen_addr.port(), flat.cluster_id.as_str()),
+            (7947, "telemesh")
+        );
+        assert_eq!(flat.seeds, ["agents.ns.svc:7946"]);
+        // One clock for all of them.
+        configs.cells[0]
+            .shared_clock
+            .as_ref()
+            .unwrap()
+            .set_correction_ms(1_500);
+        assert_eq!(flat.shared_clock.as_ref().unwrap().correction_ms(), 1_500);
+        assert!(
+            s.observer_configs("replica-a", false)
+                .unwrap()
+                .flat
+                .is_none()
+        );
+
+        let high = settings(&["--gossip-cells=40", "--gossip-cell-seeds=c:7947"]).unwrap();
+        let mut high = high;
+        high.listen = "0.0.0.0:65500".parse().unwrap();
+        assert!(high.observer_configs("r", false).is_err());
+    }
 }
