@@ -59,7 +59,7 @@ pub struct GossipArgs {
     pub cluster_id: String,
     /// Gossip cells the agents are split into, each its own mesh that every coordinator
     /// replica joins (docs/architecture.md, "Gossip cells"). Agents and coordinators must use
-    /// the same count. 1, the default, is the flat mesh of every agent; the chart sets 40.
+    /// the same count. 1, the default, is the flat mesh of every agent; the chart sets 50.
     #[arg(long, env = "TELEMESH_GOSSIP_CELLS", default_value_t = Cells::FLAT)]
     pub gossip_cells: Cells,
     /// With --gossip-cells above 1, where the coordinator replicas gossip: comma separated

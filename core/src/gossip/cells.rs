@@ -19,10 +19,11 @@ use std::str::FromStr;
 /// Most cells a cluster may be split into: a coordinator replica serves each on its own port.
 pub const MAX_CELLS: u16 = 1_024;
 
-/// The chart's cell count: 125 nodes a cell on average at 5,000 nodes (Kubernetes' largest
-/// supported cluster), and the largest of the 40 still well under 200 (the hash's spread puts
-/// the largest at about 1.2 times the mean); 40 ports on a coordinator replica.
-pub const DEFAULT_CELLS: u16 = 40;
+/// The chart's cell count: 100 nodes a cell on average at 5,000 nodes (Kubernetes' largest
+/// supported cluster), the size at which a sealed mesh measured within the agent's gossip
+/// targets (docs/scale.md, "Stop 32"), and the largest of the 50 well under 200 (the hash's
+/// spread puts the largest at about 1.3 times the mean); 50 ports on a coordinator replica.
+pub const DEFAULT_CELLS: u16 = 50;
 
 /// How many cells the agents are split into (1 to [`MAX_CELLS`]); 1 is the flat mesh.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -348,10 +349,9 @@ mod tests {
             sizes[usize::from(cells.of(&name).index())] += 1;
         }
         let (min, max) = (sizes.iter().min().unwrap(), sizes.iter().max().unwrap());
-        // 125 a cell on average; the default keeps every cell well under 200 (these names:
-        // 104 to 162).
-        assert!(*max < 170, "largest cell {max}: {sizes:?}");
-        assert!(*min > 90, "smallest cell {min}: {sizes:?}");
+        // 100 a cell on average; the default keeps every cell well under 200.
+        assert!(*max < 140, "largest cell {max}: {sizes:?}");
+        assert!(*min > 65, "smallest cell {min}: {sizes:?}");
     }
 
     #[test]
