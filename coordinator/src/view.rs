@@ -763,6 +763,9 @@ pub struct Updater {
     /// Nodes whose keys this pass re-reads (module docs), with the metric families whose group
     /// values lacked a metric held here.
     rereads: FastMap<Arc<str>, Vec<Box<str>>>,
+    /// Each node's member (by index), as its membership events and the resync found it, so a
+    /// re-read locks only that member's gossip state; a node not here is looked for in all.
+    homes: FastMap<Arc<str>, usize>,
     /// Nodes already reported with another cell count (one log line each).
     cell_mismatches: HashSet<Arc<str>>,
     /// The flat mesh, joined beside the cells while a rolling upgrade from it lasts.
@@ -832,6 +835,7 @@ impl Updater {
             scavenger_jobs: Arc::default(),
             scavenger_jobs_dirty: true,
             rereads: FastMap::default(),
+            homes: FastMap::default(),
             cell_mismatches: HashSet::new(),
             flat: None,
         }
@@ -872,17 +876,17 @@ impl Updater {
                     member.sync_updates().await;
                 }
             }
-            for events in &mut self.events {
+            for (source, events) in self.events.iter_mut().enumerate() {
                 loop {
                     match events.try_recv() {
-                        Ok(event) => arrived.push(event),
+                        Ok(event) => arrived.push((source, event)),
                         Err(TryRecvError::Lagged(_)) => lagged = true,
                         Err(TryRecvError::Empty | TryRecvError::Closed) => break,
                     }
                 }
             }
-            for event in arrived.drain(..) {
-                changed |= self.apply_event(event);
+            for (source, event) in arrived.drain(..) {
+                changed |= self.apply_event(event, source);
             }
             if lagged || now >= next_resync {
                 // Changes queued before the read are contained in it; those queued after it
@@ -922,11 +926,12 @@ impl Updater {
 
     async fn resync(&mut self) {
         let mut members = Vec::new();
-        for member in &self.members {
-            members.extend(member.members().await);
+        for (source, member) in self.members.iter().enumerate() {
+            members.extend(member.members().await.into_iter().map(|m| (source, m)));
         }
         let mut working: HashMap<Arc<str>, Arc<NodeEntry>> = HashMap::with_capacity(members.len());
-        for m in members.iter().filter(|m| !m.is_self) {
+        self.homes.clear();
+        for (source, m) in members.iter().filter(|(_, m)| !m.is_self) {
             if working
                 .get(&*m.id.node_name)
                 .is_some_and(|e| e.generation > m.id.generation)
@@ -940,6 +945,7 @@ impl Updater {
             {
                 entry.quic_addr = old.quic_addr;
             }
+            self.homes.insert(entry.name.clone(), *source);
             working.insert(entry.name.clone(), Arc::new(entry));
         }
         self.working = working;
@@ -950,7 +956,7 @@ impl Updater {
 
     /// Applies liveness changes and queues the re-read of updated members; returns whether
     /// anything changed.
-    fn apply_event(&mut self, event: MembershipEvent) -> bool {
+    fn apply_event(&mut self, event: MembershipEvent, source: usize) -> bool {
         if let MembershipEvent::Joined(id) | MembershipEvent::Updated(id) = &event
             && *id.node_name != *self.me
             && !self
@@ -958,6 +964,7 @@ impl Updater {
                 .get(&*id.node_name)
                 .is_some_and(|e| e.state.role == Some(Role::Observer))
         {
+            self.homes.insert(id.node_name.clone(), source);
             // It may have deleted keys (module docs). A join counts too: key changes arrive
             // before the failure detector calls a member live, and a deletion in between
             // raises no update.
@@ -1027,9 +1034,19 @@ impl Updater {
         let rereads = std::mem::take(&mut self.rereads);
         let (working, metrics) = (&mut self.working, &self.metrics);
         let mut dropped = Dropped::default();
-        for member in &self.members {
+        let mut by_member: Vec<Vec<&str>> = vec![Vec::new(); self.members.len()];
+        for name in rereads.keys() {
+            match self.homes.get(name) {
+                Some(&home) if home < by_member.len() => by_member[home].push(name),
+                _ => by_member.iter_mut().for_each(|names| names.push(name)),
+            }
+        }
+        for (member, names) in self.members.iter().zip(&by_member) {
+            if names.is_empty() {
+                continue;
+            }
             member
-                .visit_keys(rereads.keys().map(|n| &**n), |id, keys| {
+                .visit_keys(names.iter().copied(), |id, keys| {
                     let Some(entry) = working.get_mut(&*id.node_name) else {
                         return;
                     };
@@ -1117,6 +1134,8 @@ impl Updater {
             self.members.remove(i);
             self.events.remove(i);
             drop(self.subscriptions.remove(i));
+            // Indexes moved: nodes are looked for in every member until events place them.
+            self.homes.clear();
         }
         self.metrics.flat_mesh_joined.set(0);
         match flat.member.leave().await {

@@ -2,7 +2,8 @@
 //! and two coordinator replicas that serve every cell. Both replicas' views hold every node with
 //! its metric; each agent's gossip holds only its own cell's agents and the two replicas (the
 //! cells are separate meshes); an agent started with another cell count is in view and reported
-//! by both replicas and by itself; an agent that leaves is seen leaving through its cell.
+//! by both replicas and by itself; an agent that leaves is seen leaving through its cell; a
+//! metric an agent stops publishing leaves both views (re-read from the agent's own cell).
 //!
 //! And a rolling upgrade from the flat mesh: agents in the flat mesh replaced one by one with
 //! agents in cells, both replicas polled throughout, no node ever missing from either view; the
@@ -132,6 +133,8 @@ fn coordinator_config_with(
         "--gossip-interval=100ms".into(),
         "--view-tick=50ms".into(),
         "--scavengers=false".into(),
+        // Only the re-read of a member that moved removes anything, never the full resync.
+        "--view-resync=1h".into(),
     ];
     args.extend_from_slice(extra);
     telemesh_coordinator::config::Config::try_from(
@@ -222,6 +225,32 @@ async fn agents_gossip_in_cells_that_every_replica_serves_and_merges() {
                             e.liveness == Liveness::Live
                                 && e.metric("node_metric").map(|v| v.value) == Some(i as f64)
                         })
+                    })
+                    .then_some(())
+            }
+        })
+        .await;
+    }
+
+    // A metric an agent stops publishing leaves both views, read back from its own cell.
+    let dropped = names[1].clone();
+    let textfile = dir.join(&dropped).join("textfile");
+    std::fs::write(textfile.join(".metrics.prom.tmp"), "node_other 1\n").unwrap();
+    std::fs::rename(
+        textfile.join(".metrics.prom.tmp"),
+        textfile.join("metrics.prom"),
+    )
+    .unwrap();
+    for replica in &replicas {
+        let view = replica.view.clone();
+        let dropped = dropped.clone();
+        eventually("the stopped metric leaves the view", WAIT, || {
+            let (view, dropped) = (view.clone(), dropped.clone());
+            async move {
+                view.load()
+                    .node(&dropped)
+                    .is_some_and(|e| {
+                        e.metric("node_metric").is_none() && e.metric("node_other").is_some()
                     })
                     .then_some(())
             }
