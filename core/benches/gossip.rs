@@ -30,7 +30,11 @@
 //! see deletions: a step and a comparison per known member.
 //!
 //! Run: `cargo bench -p telemesh-core --bench gossip`. Choose runs with
-//! `GOSSIP_BENCH=udp10@1000,udp100@200,chan1000v@1000` (name@interval in ms).
+//! `GOSSIP_BENCH=udp10@1000,udp100@200,chan1000v@1000` (name@interval in ms; `udp<N>` and
+//! `chan<N>v` for other sizes), and the node names' shape with `GOSSIP_BENCH_NAMES=eks` (the
+//! default: sequential addresses), `eks-ip` (addresses over a /16), `gke` or `aks` (random
+//! parts, which compress worse in digests). A cell of a larger cluster is a mesh of the cell's
+//! size: what an agent there sees (docs/scale.md, "Stop 32").
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::net::SocketAddr;
@@ -71,14 +75,17 @@ fn parse_runs(spec: &str) -> Vec<Run> {
                 "udp100" => (100, Path::SealedUdp, false),
                 "chan1000" => (1000, Path::Channel, false),
                 "chan1000v" => (1000, Path::Channel, true),
-                other => match other
-                    .strip_prefix("chan")
-                    .and_then(|r| r.strip_suffix('v'))
-                    .and_then(|n| n.parse().ok())
-                {
-                    Some(n) => (n, Path::Channel, true),
-                    None => panic!(
-                        "unknown run {other}: use udp10, udp100, chan1000, chan1000v or chan<N>v"
+                other => match (
+                    other
+                        .strip_prefix("chan")
+                        .and_then(|r| r.strip_suffix('v'))
+                        .and_then(|n| n.parse().ok()),
+                    other.strip_prefix("udp").and_then(|n| n.parse().ok()),
+                ) {
+                    (Some(n), _) => (n, Path::Channel, true),
+                    (None, Some(n)) => (n, Path::SealedUdp, false),
+                    (None, None) => panic!(
+                        "unknown run {other}: use udp<N>, chan1000, chan1000v or chan<N>v"
                     ),
                 },
             };
@@ -218,8 +225,9 @@ async fn start_members(run: &Run, channel: &ChannelTransport) -> Vec<GossipMembe
     let keyring = Keyring::from_keys(&[[42; 32]]).unwrap();
     let mut members: Vec<GossipMember> = Vec::with_capacity(run.members);
     let mut seeds: Vec<String> = Vec::new();
+    let shape = name_shape();
     for i in 0..run.members {
-        let name = format!("ip-10-0-{}-{}.eu-west-1.compute.internal", i / 250, i % 250);
+        let name = shape.name(i);
         let member = match run.path {
             Path::SealedUdp => {
                 let mut c = GossipConfig::new(
@@ -263,6 +271,95 @@ fn traffic(members: &[GossipMember], channel: &ChannelTransport, path: Path) -> 
             let s = channel.statistics();
             (s.num_bytes_total, s.num_messages_total)
         }
+    }
+}
+
+/// How node names look: they are in every digest, and random parts compress worse
+/// (`GOSSIP_BENCH_NAMES`).
+#[derive(Clone, Copy)]
+enum NameShape {
+    /// `ip-10-0-3-17.eu-west-1.compute.internal`, addresses in order (the default).
+    EksSequential,
+    /// The same with addresses spread over a /16, as a real VPC hands them out.
+    EksRandomIp,
+    /// `gke-<cluster>-<pool>-<8 hex>-<4 alphanumerics>`.
+    Gke,
+    /// `aks-<pool>-<8 digits>-vmss<6 base-36>`.
+    Aks,
+}
+
+impl NameShape {
+    /// Node `i`'s name: random parts from a fixed hash of `i`, the same every run.
+    fn name(self, i: usize) -> String {
+        let alnum = |v: u64, n: usize| {
+            const A: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
+            (0..n)
+                .map(|k| A[((v >> (k * 6)) % 36) as usize] as char)
+                .collect::<String>()
+        };
+        match self {
+            Self::EksSequential => {
+                format!("ip-10-0-{}-{}.eu-west-1.compute.internal", i / 250, i % 250)
+            }
+            Self::EksRandomIp => {
+                let v = mix(i as u64, 1);
+                format!(
+                    "ip-10-{}-{}-{}.eu-west-1.compute.internal",
+                    v % 256,
+                    (v >> 8) % 256,
+                    (v >> 16) % 254 + 1
+                )
+            }
+            // One instance group (hash) per zone, a random suffix per node.
+            Self::Gke => format!(
+                "gke-prod-eu-default-pool-{:08x}-{}",
+                mix((i % 3) as u64, 2) as u32,
+                alnum(mix(i as u64, 3), 4)
+            ),
+            // A scale set per pool of 1,000 (its number), instances in base 36.
+            Self::Aks => {
+                let (pool, instance) = (i / 1000, i % 1000);
+                format!(
+                    "aks-nodepool{}-{:08}-vmss{:0>6}",
+                    pool + 1,
+                    mix(pool as u64, 4) % 100_000_000,
+                    base36(instance as u64)
+                )
+            }
+        }
+    }
+}
+
+/// A fixed 64-bit mix of `v` (splitmix64's finaliser).
+fn mix(v: u64, salt: u64) -> u64 {
+    let mut x = (v ^ salt.rotate_left(32)).wrapping_add(0x9E37_79B9_7F4A_7C15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^ (x >> 31)
+}
+
+fn base36(mut v: u64) -> String {
+    const A: &[u8] = b"0123456789abcdefghijklmnopqrstuvwxyz";
+    let mut out = Vec::new();
+    loop {
+        out.push(A[(v % 36) as usize]);
+        v /= 36;
+        if v == 0 {
+            break;
+        }
+    }
+    out.reverse();
+    String::from_utf8(out).unwrap_or_default()
+}
+
+/// `GOSSIP_BENCH_NAMES=eks|eks-ip|gke|aks`, default `eks`.
+fn name_shape() -> NameShape {
+    match std::env::var("GOSSIP_BENCH_NAMES").as_deref() {
+        Ok("eks-ip") => NameShape::EksRandomIp,
+        Ok("gke") => NameShape::Gke,
+        Ok("aks") => NameShape::Aks,
+        Ok("eks") | Err(_) => NameShape::EksSequential,
+        Ok(other) => panic!("GOSSIP_BENCH_NAMES={other}: use eks, eks-ip, gke or aks"),
     }
 }
 
