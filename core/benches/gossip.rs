@@ -84,9 +84,9 @@ fn parse_runs(spec: &str) -> Vec<Run> {
                 ) {
                     (Some(n), _) => (n, Path::Channel, true),
                     (None, Some(n)) => (n, Path::SealedUdp, false),
-                    (None, None) => panic!(
-                        "unknown run {other}: use udp<N>, chan1000, chan1000v or chan<N>v"
-                    ),
+                    (None, None) => {
+                        panic!("unknown run {other}: use udp<N>, chan1000, chan1000v or chan<N>v")
+                    }
                 },
             };
             Run {
