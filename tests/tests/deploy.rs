@@ -396,7 +396,9 @@ async fn chart_values_render_what_they_promise() {
             );
             // Cells: every member the same count; agents and replicas find a cell at the
             // replicas' base port + 1 + its index, through their headless gossip Service.
-            let cells = overrides["gossip"]["cells"].as_u64().unwrap_or(50);
+            let cells = overrides["gossip"]["cells"]
+                .as_u64()
+                .unwrap_or(u64::from(telemesh_core::gossip::cells::DEFAULT_CELLS));
             assert_eq!(
                 flag(&c["args"], "--gossip-cells"),
                 Some(cells.to_string().as_str())
