@@ -737,9 +737,8 @@ type Queue = Arc<Mutex<Vec<KeyChangeOwned>>>;
 /// cell, so the members' nodes are merged by name; were a node in two (an agent restarted into
 /// another cell), its newer generation wins as it does within one member.
 pub struct Updater {
-    /// The members, with their membership events and key subscriptions at the same index.
-    members: Vec<Arc<GossipMember>>,
-    events: Vec<broadcast::Receiver<MembershipEvent>>,
+    /// One per gossip member; a node's home is an index into it.
+    sources: Vec<Source>,
     /// This replica's name in every member (its own state is not a node).
     me: Arc<str>,
     view: ClusterView,
@@ -749,7 +748,6 @@ pub struct Updater {
     /// Woken by the key-change callback, so queued changes are folded in without waiting for
     /// the tick.
     queued: Arc<tokio::sync::Notify>,
-    subscriptions: Vec<KeySubscription>,
     /// Every member but observers and self, by name: the working copy snapshots are taken from.
     working: HashMap<Arc<str>, Arc<NodeEntry>>,
     synced: bool,
@@ -770,6 +768,14 @@ pub struct Updater {
     cell_mismatches: HashSet<Arc<str>>,
     /// The flat mesh, joined beside the cells while a rolling upgrade from it lasts.
     flat: Option<FlatMesh>,
+}
+
+/// One gossip member the updater follows: its membership events, and its key changes (into
+/// the shared queue) while the subscription lives.
+struct Source {
+    member: Arc<GossipMember>,
+    events: broadcast::Receiver<MembershipEvent>,
+    _subscription: KeySubscription,
 }
 
 /// The flat mesh a replica with cells keeps while agents are left in it.
@@ -797,10 +803,10 @@ impl Updater {
             .first()
             .map_or_else(|| Arc::from(""), |m| m.id().node_name.clone());
         let queued = Arc::new(tokio::sync::Notify::new());
-        let mut subscriptions = Vec::with_capacity(members.len());
-        // Subscribed before anything is read, so no change falls between.
-        let events = members.iter().map(|m| m.events()).collect();
-        for member in &members {
+        let mut sources = Vec::with_capacity(members.len());
+        for member in members {
+            // Subscribed before anything is read, so no change falls between.
+            let events = member.events();
             let (sink, wake, me) = (queue.clone(), queued.clone(), me.clone());
             let subscription = member
                 .on_key_change("", move |change| {
@@ -816,18 +822,20 @@ impl Updater {
                     }
                 })
                 .await;
-            subscriptions.push(subscription);
+            sources.push(Source {
+                member,
+                events,
+                _subscription: subscription,
+            });
         }
         Self {
-            members,
-            events,
+            sources,
             me,
             view,
             config,
             metrics,
             queue,
             queued,
-            subscriptions,
             working: HashMap::new(),
             synced: false,
             reward_types: Arc::default(),
@@ -872,14 +880,14 @@ impl Updater {
             if ticked {
                 // A deletion shows only as its member's version moving: report it on the tick,
                 // not at the round (module docs).
-                for member in &self.members {
-                    member.sync_updates().await;
+                for source in &self.sources {
+                    source.member.sync_updates().await;
                 }
             }
-            for (source, events) in self.events.iter_mut().enumerate() {
+            for (index, source) in self.sources.iter_mut().enumerate() {
                 loop {
-                    match events.try_recv() {
-                        Ok(event) => arrived.push((source, event)),
+                    match source.events.try_recv() {
+                        Ok(event) => arrived.push((index, event)),
                         Err(TryRecvError::Lagged(_)) => lagged = true,
                         Err(TryRecvError::Empty | TryRecvError::Closed) => break,
                     }
@@ -926,8 +934,15 @@ impl Updater {
 
     async fn resync(&mut self) {
         let mut members = Vec::new();
-        for (source, member) in self.members.iter().enumerate() {
-            members.extend(member.members().await.into_iter().map(|m| (source, m)));
+        for (index, source) in self.sources.iter().enumerate() {
+            members.extend(
+                source
+                    .member
+                    .members()
+                    .await
+                    .into_iter()
+                    .map(|m| (index, m)),
+            );
         }
         let mut working: HashMap<Arc<str>, Arc<NodeEntry>> = HashMap::with_capacity(members.len());
         self.homes.clear();
@@ -1034,18 +1049,19 @@ impl Updater {
         let rereads = std::mem::take(&mut self.rereads);
         let (working, metrics) = (&mut self.working, &self.metrics);
         let mut dropped = Dropped::default();
-        let mut by_member: Vec<Vec<&str>> = vec![Vec::new(); self.members.len()];
+        let mut by_member: Vec<Vec<&str>> = vec![Vec::new(); self.sources.len()];
         for name in rereads.keys() {
             match self.homes.get(name) {
                 Some(&home) if home < by_member.len() => by_member[home].push(name),
                 _ => by_member.iter_mut().for_each(|names| names.push(name)),
             }
         }
-        for (member, names) in self.members.iter().zip(&by_member) {
+        for (source, names) in self.sources.iter().zip(&by_member) {
             if names.is_empty() {
                 continue;
             }
-            member
+            source
+                .member
                 .visit_keys(names.iter().copied(), |id, keys| {
                     let Some(entry) = working.get_mut(&*id.node_name) else {
                         return;
@@ -1127,13 +1143,12 @@ impl Updater {
             return;
         };
         if let Some(i) = self
-            .members
+            .sources
             .iter()
-            .position(|m| Arc::ptr_eq(m, &flat.member))
+            .position(|source| Arc::ptr_eq(&source.member, &flat.member))
         {
-            self.members.remove(i);
-            self.events.remove(i);
-            drop(self.subscriptions.remove(i));
+            // Its events and key changes end with it.
+            drop(self.sources.remove(i));
             // Indexes moved: nodes are looked for in every member until events place them.
             self.homes.clear();
         }
