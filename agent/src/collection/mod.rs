@@ -238,12 +238,13 @@ impl ObserversSeen {
         self.next = now + Self::EVERY;
         let check = member.check_observers().await;
         let cell = member.cell();
-        // In the flat mesh an agent without replicas is a test or a replica-less setup, not a
-        // layout error.
-        let flat_alone = cell.cells().is_flat() && check == ObserverCheck::NoneLive;
-        if !flat_alone
-            && cells::observer_warning(self.last, now - self.since, check, Self::PATIENCE)
-        {
+        if cells::observer_warning(
+            cell.cells(),
+            self.last,
+            now - self.since,
+            check,
+            Self::PATIENCE,
+        ) {
             match check {
                 ObserverCheck::CountDiffers { theirs, ours } => tracing::warn!(
                     gossip.cell = %cell,

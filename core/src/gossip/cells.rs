@@ -257,10 +257,12 @@ pub fn check_observers(ours: Cells, observers: &[Option<Cell>]) -> ObserverCheck
         })
 }
 
-/// Whether a check is worth a warning now: a count that differs at once, no live replica once
-/// that has lasted `patience` (an agent starting before the replicas, or while one restarts,
-/// is not an error), each only when it begins.
+/// Whether a check is worth a warning now, for an agent with `ours` cells: a count that
+/// differs at once, no live replica once that has lasted `patience` (an agent starting before
+/// the replicas, or while one restarts, is not an error), each only when it begins. In the flat
+/// mesh no replica is a test or a replica-less setup, not a layout error: never warned.
 pub fn observer_warning(
+    ours: Cells,
     previous: ObserverCheck,
     previous_for: std::time::Duration,
     now: ObserverCheck,
@@ -269,7 +271,9 @@ pub fn observer_warning(
     match now {
         ObserverCheck::Agrees => false,
         ObserverCheck::CountDiffers { .. } => previous != now,
-        ObserverCheck::NoneLive => previous == ObserverCheck::NoneLive && previous_for >= patience,
+        ObserverCheck::NoneLive => {
+            !ours.is_flat() && previous == ObserverCheck::NoneLive && previous_for >= patience
+        }
     }
 }
 
@@ -451,31 +455,42 @@ mod tests {
         );
         let (second, patience) = (Duration::from_secs(1), Duration::from_secs(30));
         assert!(observer_warning(
+            ours,
             ObserverCheck::Agrees,
             second,
             differs,
             patience
         ));
         assert!(
-            !observer_warning(differs, second, differs, patience),
+            !observer_warning(ours, differs, second, differs, patience),
             "once"
         );
         assert!(!observer_warning(
+            ours,
             ObserverCheck::NoneLive,
             second,
             ObserverCheck::NoneLive,
             patience
         ));
         assert!(observer_warning(
+            ours,
             ObserverCheck::NoneLive,
             patience,
             ObserverCheck::NoneLive,
             patience
         ));
         assert!(!observer_warning(
+            ours,
             differs,
             second,
             ObserverCheck::Agrees,
+            patience
+        ));
+        assert!(!observer_warning(
+            Cells::FLAT,
+            ObserverCheck::NoneLive,
+            patience,
+            ObserverCheck::NoneLive,
             patience
         ));
     }
