@@ -709,3 +709,37 @@ async fn pods_of_a_deleted_job_are_released() {
     })
     .await;
 }
+
+// A Job deleted (background propagation, as the ScavengerJob controller does) while its pod
+// is already terminating: the garbage collector's delete of that pod changes nothing, so only
+// the Job's deletion can wake the release. Upstream's `deleteJob` enqueues the Job's pods that
+// still carry the tracking finalizer for `syncOrphanPod`; without that the pod would be held
+// by the finalizer for good.
+#[tokio::test]
+async fn a_terminating_pod_of_a_deleted_job_is_released() {
+    let k = cluster().await;
+    let (uid, victim) = delete_the_running_pod(&k.client, "gone", 6).await;
+    let pods = Api::<Pod>::namespaced(k.client.clone(), NS);
+    let held = pods.get(&victim).await.unwrap();
+    assert!(
+        held.metadata.deletion_timestamp.is_some() && !held.finalizers().is_empty(),
+        "terminating and held: {:?}",
+        held.metadata
+    );
+    Api::<Job>::namespaced(k.client.clone(), NS)
+        .delete(
+            "gone",
+            &DeleteParams {
+                propagation_policy: Some(kube::api::PropagationPolicy::Background),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    eventually("the terminating pod released", WITHIN, || async {
+        let all = all_pods_of(&k.client, &uid).await;
+        let pod = all.iter().find(|p| p.name_any() == victim);
+        pod.is_none_or(|p| p.finalizers().is_empty()).then_some(())
+    })
+    .await;
+}

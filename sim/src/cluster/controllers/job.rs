@@ -27,7 +27,8 @@
 //! completions reached) lose their finalizer first and are not counted. The terminal condition
 //! waits until no pod is left terminating (the JobManagedBy and JobPodReplacementPolicy gates,
 //! on by default in v1.32). A second controller removes the finalizer from pods whose Job is
-//! gone or finished (upstream's orphan queue, `syncOrphanPod`).
+//! gone or finished (upstream's orphan queue, `syncOrphanPod`), woken by a pod's change and,
+//! as upstream's `deleteJob` does, by its Job's deletion.
 //!
 //! Simplified: only NonIndexed completion is supported (an Indexed Job gets no pods, and a
 //! warning is logged); container restarts under `restartPolicy: OnFailure` do not count against
@@ -39,11 +40,13 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+use futures::{Stream, StreamExt as _, future, stream};
 use k8s_openapi::api::batch::v1::{Job, JobCondition, JobStatus, UncountedTerminatedPods};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{Controller, watcher};
 use kube::{Api, Client, ResourceExt as _};
 use tokio_util::sync::CancellationToken;
@@ -69,7 +72,10 @@ pub async fn run(client: Client, stop: CancellationToken) {
                 .run(reconcile, runner::error_policy, ctx.clone())
         }),
         runner::drive("job-orphan-pods", stop, || {
-            Controller::new(Api::<Pod>::all(client.clone()), watcher::Config::default()).run(
+            let controller =
+                Controller::new(Api::<Pod>::all(client.clone()), watcher::Config::default());
+            let held = held_by_deleted_jobs(&client, controller.store());
+            controller.reconcile_on(held).run(
                 reconcile_orphan,
                 runner::error_policy,
                 orphans.clone(),
@@ -79,6 +85,38 @@ pub async fn run(client: Client, stop: CancellationToken) {
 }
 
 // === pure decisions ===
+
+/// The pods each deleted Job leaves holding the tracking finalizer, for the orphan release
+/// (upstream's `deleteJob` enqueues them): a pod already terminating when its Job goes sees no
+/// change of its own (the garbage collector's delete finds it deleted), so without this nothing
+/// would ever release it.
+fn held_by_deleted_jobs(
+    client: &Client,
+    pods: Store<Pod>,
+) -> impl Stream<Item = ObjectRef<Pod>> + Send + 'static {
+    watcher(Api::<Job>::all(client.clone()), watcher::Config::default())
+        .filter_map(|event| {
+            future::ready(match event {
+                Ok(watcher::Event::Delete(job)) => Some(job),
+                _ => None,
+            })
+        })
+        .flat_map(move |job| {
+            let uid = job.uid();
+            let held: Vec<ObjectRef<Pod>> = pods
+                .state()
+                .iter()
+                .filter(|p| has_tracking_finalizer(p))
+                .filter(|p| {
+                    p.owner_references()
+                        .iter()
+                        .any(|r| r.controller == Some(true) && Some(&r.uid) == uid.as_ref())
+                })
+                .map(|p| ObjectRef::from_obj(p.as_ref()))
+                .collect();
+            stream::iter(held)
+        })
+}
 
 /// Returns whether the pod carries the Job tracking finalizer.
 pub fn has_tracking_finalizer(pod: &Pod) -> bool {
