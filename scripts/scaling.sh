@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
-# The scaling picture (issue 19): runs the cost benchmarks at 10, 100 and 1,000 gossip members
-# (the extender at 100, 1,000 and 5,000 nodes), then draws each cost against the cluster size as
-# PNGs under target/scaling/ (overview.png and one per series) and refreshes the README's table.
+# The scaling picture (issues 19 and 30): runs the cost benchmarks for clusters of 10, 100, 1,000
+# and 5,000 nodes, then draws each cost against the cluster size as PNGs under target/scaling/
+# (overview.png and one per series) and refreshes the README's table. The agent's footprint and
+# the gossip bench run what one agent of such a cluster sees: its gossip cell (one per 100 nodes,
+# the chart's sizing; GKE-style names, SCALING_NAMES) with three coordinator replicas in it. The
+# freshness bench runs whole flat meshes (SCALING_FRESHNESS_MEMBERS, default 10 and 100: 1,000
+# takes 45 minutes).
 #
 #   scripts/scaling.sh                                  # every bench, every size
 #   SCALING_ONLY="extender gossip" scripts/scaling.sh   # a subset; the others' last output is kept
@@ -11,15 +15,16 @@
 # Benches build with the bench profile as released (fat LTO: the first build takes about 15
 # minutes on 2 cores); SCALING_QUICK=1 builds the benches without LTO for a quicker, slower-code
 # look (the caption above the table says which, with the load average). The agent whose footprint
-# is measured is always built as shipped (the `agent` profile). A full run at
-# 1,000 members takes about 40 minutes on 2 cores: the 1,000-member gossip run alone is ~11
-# minutes of wall clock on its paused clock. Run it on an otherwise idle machine: the agent's CPU
-# and the extender's latencies are wall-clock figures.
+# is measured is always built as shipped (the `agent` profile). A cell is about 120 members on
+# this machine's cores, on the wall clock: run it on an otherwise idle machine (the agent's CPU,
+# the gossip convergence and the extender's latencies are wall-clock figures).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 out=${SCALING_OUT:-target/scaling}
-members=${SCALING_MEMBERS:-10 100 1000}
+members=${SCALING_MEMBERS:-10 100 1000 5000}
+freshness_members=${SCALING_FRESHNESS_MEMBERS:-10 100}
+names=${SCALING_NAMES:-gke}
 nodes=${SCALING_NODES:-100 1000 5000}
 only=${SCALING_ONLY:-footprint gossip extender freshness}
 readme=${SCALING_README:-1}
@@ -55,14 +60,9 @@ if wants footprint; then
     agent=$(realpath "${CARGO_TARGET_DIR:-target}/agent/telemesh-agent")
     : >"$out/raw/footprint.txt.all"
     for n in $members; do
-        # Above 100 members the peers gossip every 5 s so that 2 cores keep them alive
-        # (agent/benches/footprint.rs), and the agent gets a minute to hear of them all (at the
-        # default 20 s its view held 401 of 1,000 when the window began); the agent itself runs
-        # at 1 s as in production.
-        interval=1000 warmup=20
-        ((n > 100)) && interval=5000 warmup=60
-        run "footprint-$n" env MEMBERS="$n" PEER_INTERVAL_MS="$interval" WARMUP="$warmup" \
-            FOOTPRINT_AGENT="$agent" \
+        # The agent as node 0 of an n-node cluster: its cell's members and the replicas, every
+        # one at 1 s rounds as in production.
+        run "footprint-$n" env CLUSTER="$n" NAMES="$names" FOOTPRINT_AGENT="$agent" \
             cargo bench -q -p telemesh-agent --bench footprint
         cat "$out/raw/footprint-$n.txt" >>"$out/raw/footprint.txt.all"
     done
@@ -70,15 +70,16 @@ if wants footprint; then
     rm -f "$out"/raw/footprint-*.txt
 fi
 if wants gossip; then
-    spec=$(for n in $members; do printf 'chan%sv@1000,' "$n"; done)
-    run gossip env GOSSIP_BENCH="${spec%,}" cargo bench -q -p telemesh-core --bench gossip
+    spec=$(for n in $members; do printf 'cell%s@1000,' "$n"; done)
+    run gossip env GOSSIP_BENCH="${spec%,}" GOSSIP_BENCH_NAMES="$names" \
+        cargo bench -q -p telemesh-core --bench gossip
 fi
 if wants extender; then
     run extender env EXTENDER_NODES="$(comma $nodes)" \
         cargo bench -q -p telemesh-coordinator --bench extender
 fi
 if wants freshness; then
-    run freshness env FRESHNESS_MEMBERS="$(comma $members)" \
+    run freshness env FRESHNESS_MEMBERS="$(comma $freshness_members)" \
         cargo bench -q -p telemesh-coordinator --bench freshness
 fi
 

@@ -23,6 +23,15 @@
 //! member stays alive in the agent's view; 0 keeps them in this process (as before). The bench
 //! prints how many members the agent's view held alive, at least and at most, over the window.
 //!
+//! CLUSTER=N puts the agent in gossip cells instead (issue 30): it is node 0 of an N-node
+//! cluster whose names have the shape NAMES (`eks`, `eks-ip`, `gke`, `aks`:
+//! `telemesh_core::testing::NameShape`), split into CELLS cells (default one per 100 nodes, the
+//! chart's sizing rule), and runs with `--gossip-cells`. The other members are what it sees of
+//! that cluster: the nodes the hashing puts in its cell (MEMBERS is ignored) and REPLICAS
+//! coordinator replicas (observers, default 3 as the chart), sealed, in this process; replica 0
+//! serves the cell at the port the agent's `--gossip-cell-seeds` names. The FIGURE lines then
+//! carry N.
+//!
 //! Run: `cargo bench -p telemesh-agent --bench footprint` (MEMBERS=100 PODS=100 WINDOW=30
 //! WARMUP=20 by default). FOOTPRINT_WRAPPER profiles the agent, FOOTPRINT_AGENT measures
 //! another build of it (below). Besides the human lines it prints `FIGURE <series> <members>
@@ -35,10 +44,11 @@ use chitchat::transport::UdpTransport;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, PostParams};
 use telemesh_core::gossip::groups::MetricEncoding;
-use telemesh_core::gossip::{GossipConfig, GossipMember, Keyring, Security};
+use telemesh_core::gossip::{Cell, Cells, GossipConfig, GossipMember, Keyring, Role, Security};
 use telemesh_core::metric::Sample;
 use telemesh_core::testing::{
-    agent_metric_names, copy_tree, process_cpu_seconds, process_rss_mib, process_rss_split_mib,
+    NameShape, agent_metric_names, copy_tree, process_cpu_seconds, process_rss_mib,
+    process_rss_split_mib,
 };
 
 const KEY: &str = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=";
@@ -67,15 +77,57 @@ struct PeerSpec {
     plain: bool,
     interval: Duration,
     encoding: Option<MetricEncoding>,
+    /// CLUSTER: the agent's cell of a larger cluster, else one flat mesh of `peer-<i>`.
+    cell: Option<CellOfAgent>,
+}
+
+/// The agent's cell of a CLUSTER-node cluster: who else is in it.
+struct CellOfAgent {
+    cluster: usize,
+    cells: Cells,
+    /// The agent's node name (node 0 of the cluster).
+    node: String,
+    /// The other nodes in its cell.
+    peers: Vec<String>,
+    replicas: usize,
+}
+
+impl CellOfAgent {
+    fn from_env() -> Option<Self> {
+        let cluster = env_usize("CLUSTER", 0);
+        if cluster == 0 {
+            return None;
+        }
+        let cells = Cells::new(
+            u32::try_from(env_usize("CELLS", cluster.div_ceil(100))).expect("CELLS fits u32"),
+        )
+        .expect("CELLS between 1 and 1,024");
+        let shape = NameShape::from_env("NAMES");
+        let node = shape.name(0);
+        let cell = cells.of(&node);
+        let peers = (1..cluster)
+            .map(|i| shape.name(i))
+            .filter(|name| cells.of(name) == cell)
+            .collect();
+        Some(Self {
+            cluster,
+            cells,
+            node,
+            peers,
+            replicas: env_usize("REPLICAS", 3),
+        })
+    }
 }
 
 impl PeerSpec {
     fn from_env(members: usize) -> Self {
+        let cell = CellOfAgent::from_env();
         let plain = match std::env::var("PEERS").as_deref() {
             Ok("plain") => true,
             Ok("sealed") => false,
             Ok(other) => panic!("PEERS={other}: use sealed or plain"),
-            Err(_) => members > 100,
+            // A cell is about a hundred nodes: sealed, in this process.
+            Err(_) => cell.is_none() && members > 100,
         };
         // PEER_ENCODING=keys|groups: how the other members lay out their metrics (default: as
         // they choose, groups, since no observer of schema version 1 is in view). `keys` is the
@@ -89,9 +141,34 @@ impl PeerSpec {
             plain,
             interval: Duration::from_millis(env_usize("PEER_INTERVAL_MS", 1000) as u64),
             encoding,
+            cell,
         }
     }
+
+    /// Peer `i`'s node name.
+    fn name(&self, i: usize) -> String {
+        self.cell
+            .as_ref()
+            .map_or_else(|| format!("peer-{i}"), |c| c.peers[i].clone())
+    }
+
+    /// The cluster id and cell every member here gossips in.
+    fn cell_of(&self, name: &str) -> (String, Cell) {
+        let cell = self.cell.as_ref().map_or(Cells::FLAT, |c| c.cells).of(name);
+        (cell.cluster_id("telemesh"), cell)
+    }
+
+    /// The agent's node name.
+    fn node(&self) -> String {
+        self.cell
+            .as_ref()
+            .map_or_else(|| "node-0".to_owned(), |c| c.node.clone())
+    }
 }
+
+/// Replica 0's base gossip port on its own loopback address: the agent seeds its cell at
+/// base + 1 + the cell's index, as from the chart's `--gossip-cell-seeds`.
+const REPLICA_BASE: &str = "127.78.0.1:17946";
 
 /// The plain member `i`'s address: its own loopback address, so there is no free-port race
 /// and no port exhaustion, and every process can compute the first member's (the seed).
@@ -118,21 +195,24 @@ async fn start_peers(
         .collect();
     let mut peers = Vec::with_capacity(range.len());
     for i in range {
+        let name = spec.name(i);
+        let (cluster_id, cell) = spec.cell_of(&name);
         let mut cfg = if spec.plain {
             GossipConfig::new(
-                format!("peer-{i}"),
-                "telemesh",
+                name,
+                cluster_id,
                 plain_addr(i).parse().expect("addr"),
                 Security::Insecure,
             )
         } else {
             GossipConfig::new(
-                format!("peer-{i}"),
-                "telemesh",
+                name,
+                cluster_id,
                 "127.0.0.1:0".parse().expect("addr"),
                 Security::Sealed(keyring.clone()),
             )
         };
+        cfg.cell = cell;
         cfg.gossip_interval = spec.interval;
         cfg.metric_encoding = spec.encoding;
         if !seed.is_empty() {
@@ -153,6 +233,47 @@ async fn start_peers(
         peers.push(m);
     }
     (peers, seed)
+}
+
+/// The coordinator replicas in the agent's cell (CLUSTER runs): observers seeding from `seed`,
+/// replica `r` on 127.78.0.<r+1> at the cell's port of [`REPLICA_BASE`], as the chart lays
+/// them out.
+async fn start_replicas(spec: &PeerSpec, seed: &str) -> Vec<GossipMember> {
+    let Some(c) = &spec.cell else {
+        return Vec::new();
+    };
+    let keyring = Keyring::parse(&format!("{KEY}\n"), "bench").expect("keyring");
+    let base: std::net::SocketAddr = REPLICA_BASE.parse().expect("addr");
+    let cell = c.cells.of(&c.node);
+    let port = cell
+        .coordinator_port(base.port())
+        .expect("a port for the cell");
+    let mut replicas = Vec::with_capacity(c.replicas);
+    for r in 0..c.replicas {
+        let ip = std::net::Ipv4Addr::new(127, 78, 0, u8::try_from(r + 1).expect("few replicas"));
+        let mut cfg = GossipConfig::new(
+            format!("telemesh-coordinator-{r}"),
+            cell.cluster_id("telemesh"),
+            (ip, port).into(),
+            if spec.plain {
+                Security::Insecure
+            } else {
+                Security::Sealed(keyring.clone())
+            },
+        );
+        cfg.role = Role::Observer;
+        cfg.cell = cell;
+        cfg.gossip_interval = spec.interval;
+        cfg.seeds = vec![seed.to_owned()];
+        let m = if spec.plain {
+            GossipMember::start_on(cfg, &UdpTransport).await
+        } else {
+            GossipMember::start(cfg).await
+        }
+        .expect("replica");
+        replicas.push(m);
+    }
+    replicas
 }
 
 /// `footprint --peers-only`: plain members FOOTPRINT_PEERS_FROM..FOOTPRINT_PEERS_TO seeding
@@ -206,7 +327,12 @@ fn spawn_peer_processes(members: usize, procs: usize) -> Vec<std::process::Child
 }
 
 async fn run() {
-    let members = env_usize("MEMBERS", 100);
+    let spec = PeerSpec::from_env(env_usize("MEMBERS", 100));
+    let members = spec
+        .cell
+        .as_ref()
+        .map_or_else(|| env_usize("MEMBERS", 100), |c| c.peers.len());
+    let node = spec.node();
     let pods_n = env_usize("PODS", 100);
     let window = Duration::from_secs(env_usize("WINDOW", 30) as u64);
     let sim = telemesh_sim::Sim::start(Default::default())
@@ -230,7 +356,7 @@ async fn run() {
     for i in 0..pods_n {
         let pod: Pod = serde_json::from_value(serde_json::json!({
             "metadata": {"name": format!("pod-{i}")},
-            "spec": {"nodeName": "node-0", "containers": [{"name": "c", "image": "app:1"}]}
+            "spec": {"nodeName": node, "containers": [{"name": "c", "image": "app:1"}]}
         }))
         .expect("pod");
         let created = api
@@ -246,7 +372,6 @@ async fn run() {
     }
 
     // Other members in view: in child processes (plain, PEER_PROCS > 0) or in this one.
-    let spec = PeerSpec::from_env(members);
     let procs = if spec.plain {
         env_usize("PEER_PROCS", 2)
     } else {
@@ -256,7 +381,8 @@ async fn run() {
         let children = spawn_peer_processes(members, procs);
         (Vec::new(), plain_addr(0), children)
     } else {
-        let (peers, seed) = start_peers(&spec, 0..members, String::new()).await;
+        let (mut peers, seed) = start_peers(&spec, 0..members, String::new()).await;
+        peers.extend(start_replicas(&spec, &seed).await);
         (peers, seed, Vec::new())
     };
     let plain = spec.plain;
@@ -293,7 +419,7 @@ async fn run() {
     let mut child = command
         .args([
             "--node-name",
-            "node-0",
+            &node,
             "--gossip-listen",
             "127.0.0.1:0",
             "--http-listen",
@@ -311,6 +437,12 @@ async fn run() {
         })
         .arg(format!("--kubeconfig={}", kubeconfig.display()))
         .arg(format!("--gossip-seeds={seed}"))
+        .args(spec.cell.as_ref().map_or_else(Vec::new, |c| {
+            vec![
+                format!("--gossip-cells={}", c.cells),
+                format!("--gossip-cell-seeds={REPLICA_BASE}"),
+            ]
+        }))
         .env("RUST_LOG", "warn")
         .spawn()
         .expect("start telemesh-agent");
@@ -387,6 +519,20 @@ async fn run() {
             "this process"
         }
     );
+    if let Some(c) = &spec.cell {
+        println!(
+            "  as node {} of a {}-node cluster in {} cells ({} names): its cell holds {} other \
+             nodes and {} replicas",
+            c.node,
+            c.cluster,
+            c.cells,
+            std::env::var("NAMES").unwrap_or_else(|_| "eks".to_owned()),
+            c.peers.len(),
+            c.replicas
+        );
+    }
+    // A cell run stands for its whole cluster.
+    let x = spec.cell.as_ref().map_or(members, |c| c.cluster);
     let rss = process_rss_mib(pid);
     let cpu_percent = cpu / secs * 100.0;
     let out_kbps = (traffic.bytes_out - traffic0.bytes_out) / secs / 1000.0;
@@ -401,7 +547,7 @@ async fn run() {
         // The figures are for the members the swarm kept alive, which may be fewer than asked.
         ("agent_members_alive", alive_min as f64, "members"),
     ] {
-        println!("FIGURE {series} {members} {value:.2} {unit}");
+        println!("FIGURE {series} {x} {value:.2} {unit}");
     }
     stop_agent(&mut child).await;
     // Stopped as by a crash: a clean leave waits up to a round per member.

@@ -42,10 +42,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use chitchat::transport::ChannelTransport;
+use telemesh_core::gossip::cells::Cells;
 use telemesh_core::gossip::groups::MetricEncoding;
-use telemesh_core::gossip::{GossipConfig, GossipMember, Keyring, NodeState, Security};
+use telemesh_core::gossip::{GossipConfig, GossipMember, Keyring, NodeState, Role, Security};
 use telemesh_core::metric::{MetricName, Sample};
-use telemesh_core::testing::{agent_metric_names, agent_samples, process_rss_split_mib};
+use telemesh_core::testing::{NameShape, agent_metric_names, agent_samples, process_rss_split_mib};
 use tokio::time::Instant;
 
 const DEFAULT_RUNS: &str = "udp10@1000,udp10@200,udp100@1000,udp100@200,chan1000v@1000";
@@ -58,10 +59,42 @@ enum Path {
 
 struct Run {
     name: String,
+    /// Agents in the mesh.
     members: usize,
     path: Path,
     virtual_time: bool,
     interval: Duration,
+    /// `cell<N>`: the mesh is the largest cell of an `N`-node cluster, and the agents' names are
+    /// those the cell hashing puts there.
+    cell_of: Option<CellOf>,
+}
+
+/// The largest cell of a cluster (`cell<N>` runs): what an agent of that cluster gossips with.
+struct CellOf {
+    /// Nodes in the whole cluster.
+    cluster: usize,
+    cells: Cells,
+    /// The cell's agents' indices in the cluster (their names: `NameShape::name`).
+    agents: Vec<usize>,
+    /// Coordinator replicas, observers in every cell.
+    replicas: usize,
+}
+
+impl CellOf {
+    /// The largest of `cells` cells of a `cluster`-node cluster whose names have `shape`.
+    fn largest(cluster: usize, cells: Cells, shape: NameShape, replicas: usize) -> Self {
+        let mut by_cell: Vec<Vec<usize>> = vec![Vec::new(); usize::from(cells.count())];
+        for i in 0..cluster {
+            by_cell[usize::from(cells.of(&shape.name(i)).index())].push(i);
+        }
+        let agents = by_cell.into_iter().max_by_key(Vec::len).unwrap_or_default();
+        Self {
+            cluster,
+            cells,
+            agents,
+            replicas,
+        }
+    }
 }
 
 fn parse_runs(spec: &str) -> Vec<Run> {
@@ -70,6 +103,18 @@ fn parse_runs(spec: &str) -> Vec<Run> {
         .map(|s| {
             let (name, ms) = s.trim().split_once('@').expect("runs look like udp10@1000");
             let interval = Duration::from_millis(ms.parse().expect("interval in ms"));
+            if let Some(cluster) = name.strip_prefix("cell").and_then(|n| n.parse().ok()) {
+                let cells = cells_for(cluster);
+                let cell = CellOf::largest(cluster, cells, name_shape(), replicas());
+                return Run {
+                    name: name.to_owned(),
+                    members: cell.agents.len(),
+                    path: Path::SealedUdp,
+                    virtual_time: false,
+                    interval,
+                    cell_of: Some(cell),
+                };
+            }
             let (members, path, virtual_time) = match name {
                 "udp10" => (10, Path::SealedUdp, false),
                 "udp100" => (100, Path::SealedUdp, false),
@@ -85,7 +130,9 @@ fn parse_runs(spec: &str) -> Vec<Run> {
                     (Some(n), _) => (n, Path::Channel, true),
                     (None, Some(n)) => (n, Path::SealedUdp, false),
                     (None, None) => {
-                        panic!("unknown run {other}: use udp<N>, chan1000, chan1000v or chan<N>v")
+                        panic!(
+                            "unknown run {other}: use udp<N>, cell<N>, chan1000, chan1000v or chan<N>v"
+                        )
                     }
                 },
             };
@@ -95,9 +142,28 @@ fn parse_runs(spec: &str) -> Vec<Run> {
                 path,
                 virtual_time,
                 interval,
+                cell_of: None,
             }
         })
         .collect()
+}
+
+/// `GOSSIP_BENCH_CELLS`, else the chart's sizing rule: one cell per 100 nodes.
+fn cells_for(cluster: usize) -> Cells {
+    let count = std::env::var("GOSSIP_BENCH_CELLS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| u32::try_from(cluster.div_ceil(100)).unwrap_or(u32::MAX));
+    Cells::new(count).expect("GOSSIP_BENCH_CELLS between 1 and 1,024")
+}
+
+/// Coordinator replicas in a `cell<N>` run's cell: `GOSSIP_BENCH_REPLICAS`, default 3 (the
+/// chart's).
+fn replicas() -> usize {
+    std::env::var("GOSSIP_BENCH_REPLICAS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(3)
 }
 
 fn main() {
@@ -161,6 +227,11 @@ struct Report {
     loaded_dps: f64,
     cpu_per_node: f64,
     heap_per_node: f64,
+    /// Bytes sent per replica per second while loaded, in this one cell (`cell<N>` runs).
+    replica_bps: Option<f64>,
+    /// For each probe and replica, how long the probe took to reach it (the deadline if it
+    /// did not).
+    replica_arrivals: Vec<Duration>,
     /// Wall-clock µs of one scan for members' updates that finds none.
     update_scan_us: f64,
     drops: u64,
@@ -198,8 +269,41 @@ impl Report {
             self.heap_per_node / 1000.0,
             self.drops
         );
-        // One line per headline figure for scripts/scaling.sh (x = members; the round is in
-        // the run's name above).
+        // A cell run stands for the whole cluster: x is its node count.
+        let x = run.cell_of.as_ref().map_or(run.members, |c| c.cluster);
+        if let Some(c) = &run.cell_of {
+            let mut arrivals = self.replica_arrivals.clone();
+            arrivals.sort();
+            let p99 = arrivals
+                .get((arrivals.len() * 99).div_ceil(100).saturating_sub(1))
+                .copied();
+            println!(
+                "  {}: the largest of {} cells of {} nodes: {} agents and {} replicas; per \
+                 replica in this cell: {:.0} B/s sent while loaded (x{} cells: {:.0} KB/s), \
+                 probe reached every replica p99 {}",
+                run.name,
+                c.cells.count(),
+                c.cluster,
+                run.members,
+                c.replicas,
+                self.replica_bps.unwrap_or(0.0),
+                c.cells.count(),
+                self.replica_bps.unwrap_or(0.0) * f64::from(c.cells.count()) / 1000.0,
+                secs(p99),
+            );
+            if let (Some(bps), Some(p99)) = (self.replica_bps, p99) {
+                println!(
+                    "FIGURE gossip_replica_kbps {x} {:.3} KB/s",
+                    bps * f64::from(c.cells.count()) / 1000.0
+                );
+                println!(
+                    "FIGURE gossip_replica_arrival_p99_s {x} {:.3} s",
+                    p99.as_secs_f64()
+                );
+            }
+        }
+        // One line per headline figure for scripts/scaling.sh (x = members, or the cluster's
+        // nodes for a cell; the round is in the run's name above).
         let figures = [
             ("gossip_idle_kbps", Some(self.idle_bps / 1000.0), "KB/s"),
             ("gossip_loaded_kbps", Some(self.loaded_bps / 1000.0), "KB/s"),
@@ -215,7 +319,7 @@ impl Report {
         for (series, value, unit) in figures {
             // A figure not reached (a trial past its deadline) is left out, not printed as 0.
             if let Some(value) = value {
-                println!("FIGURE {series} {} {value:.3} {unit}", run.members);
+                println!("FIGURE {series} {x} {value:.3} {unit}");
             }
         }
     }
@@ -226,16 +330,31 @@ async fn start_members(run: &Run, channel: &ChannelTransport) -> Vec<GossipMembe
     let mut members: Vec<GossipMember> = Vec::with_capacity(run.members);
     let mut seeds: Vec<String> = Vec::new();
     let shape = name_shape();
-    for i in 0..run.members {
-        let name = shape.name(i);
+    let replicas = run.cell_of.as_ref().map_or(0, |c| c.replicas);
+    for i in 0..run.members + replicas {
+        // Agents first, then the replicas (observers), which seed from the agents as a replica
+        // started last would.
+        let (name, role) = match &run.cell_of {
+            Some(_) if i >= run.members => (
+                format!("telemesh-coordinator-{}", i - run.members),
+                Role::Observer,
+            ),
+            Some(c) => (shape.name(c.agents[i]), Role::Agent),
+            None => (shape.name(i), Role::Agent),
+        };
         let member = match run.path {
             Path::SealedUdp => {
+                let cell = run.cell_of.as_ref().map_or(Cells::FLAT.of(&name), |c| {
+                    c.cells.of(&shape.name(c.agents[0]))
+                });
                 let mut c = GossipConfig::new(
                     name,
-                    "bench",
+                    cell.cluster_id("bench"),
                     "127.0.0.1:0".parse().unwrap(),
                     Security::Sealed(keyring.clone()),
                 );
+                c.role = role;
+                c.cell = cell;
                 c.seeds = seeds.clone();
                 c.gossip_interval = run.interval;
                 c.metric_encoding = encoding();
@@ -274,93 +393,9 @@ fn traffic(members: &[GossipMember], channel: &ChannelTransport, path: Path) -> 
     }
 }
 
-/// How node names look: they are in every digest, and random parts compress worse
-/// (`GOSSIP_BENCH_NAMES`).
-#[derive(Clone, Copy)]
-enum NameShape {
-    /// `ip-10-0-3-17.eu-west-1.compute.internal`, addresses in order (the default).
-    EksSequential,
-    /// The same with addresses spread over a /16, as a real VPC hands them out.
-    EksRandomIp,
-    /// `gke-<cluster>-<pool>-<8 hex>-<4 alphanumerics>`.
-    Gke,
-    /// `aks-<pool>-<8 digits>-vmss<6 base-36>`.
-    Aks,
-}
-
-impl NameShape {
-    /// Node `i`'s name: random parts from a fixed hash of `i`, the same every run.
-    fn name(self, i: usize) -> String {
-        let alnum = |v: u64, n: usize| {
-            const A: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
-            (0..n)
-                .map(|k| A[((v >> (k * 6)) % 36) as usize] as char)
-                .collect::<String>()
-        };
-        match self {
-            Self::EksSequential => {
-                format!("ip-10-0-{}-{}.eu-west-1.compute.internal", i / 250, i % 250)
-            }
-            Self::EksRandomIp => {
-                let v = mix(i as u64, 1);
-                format!(
-                    "ip-10-{}-{}-{}.eu-west-1.compute.internal",
-                    v % 256,
-                    (v >> 8) % 256,
-                    (v >> 16) % 254 + 1
-                )
-            }
-            // One instance group (hash) per zone, a random suffix per node.
-            Self::Gke => format!(
-                "gke-prod-eu-default-pool-{:08x}-{}",
-                mix((i % 3) as u64, 2) as u32,
-                alnum(mix(i as u64, 3), 4)
-            ),
-            // A scale set per pool of 1,000 (its number), instances in base 36.
-            Self::Aks => {
-                let (pool, instance) = (i / 1000, i % 1000);
-                format!(
-                    "aks-nodepool{}-{:08}-vmss{:0>6}",
-                    pool + 1,
-                    mix(pool as u64, 4) % 100_000_000,
-                    base36(instance as u64)
-                )
-            }
-        }
-    }
-}
-
-/// A fixed 64-bit mix of `v` (splitmix64's finaliser).
-fn mix(v: u64, salt: u64) -> u64 {
-    let mut x = (v ^ salt.rotate_left(32)).wrapping_add(0x9E37_79B9_7F4A_7C15);
-    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    x ^ (x >> 31)
-}
-
-fn base36(mut v: u64) -> String {
-    const A: &[u8] = b"0123456789abcdefghijklmnopqrstuvwxyz";
-    let mut out = Vec::new();
-    loop {
-        out.push(A[(v % 36) as usize]);
-        v /= 36;
-        if v == 0 {
-            break;
-        }
-    }
-    out.reverse();
-    String::from_utf8(out).unwrap_or_default()
-}
-
 /// `GOSSIP_BENCH_NAMES=eks|eks-ip|gke|aks`, default `eks`.
 fn name_shape() -> NameShape {
-    match std::env::var("GOSSIP_BENCH_NAMES").as_deref() {
-        Ok("eks-ip") => NameShape::EksRandomIp,
-        Ok("gke") => NameShape::Gke,
-        Ok("aks") => NameShape::Aks,
-        Ok("eks") | Err(_) => NameShape::EksSequential,
-        Ok(other) => panic!("GOSSIP_BENCH_NAMES={other}: use eks, eks-ip, gke or aks"),
-    }
+    NameShape::from_env("GOSSIP_BENCH_NAMES")
 }
 
 /// `GOSSIP_BENCH_ENCODING=keys|groups`, else chosen by the members (groups here).
@@ -434,12 +469,12 @@ async fn publish_initial(members: &[GossipMember]) {
 /// and rates to 17 digits, as collectors compute them and as gossip carries them, exactly:
 /// `telemesh_core::gossip::groups`), not short decimals, which would hide what exact values
 /// cost on the wire.
-async fn load(members: Arc<Vec<GossipMember>>, updates_per_second: u32) {
+async fn load(members: Arc<Vec<GossipMember>>, agents: usize, updates_per_second: u32) {
     let names: Vec<MetricName> = agent_metric_names().into_iter().take(10).collect();
     let mut tick = tokio::time::interval(Duration::from_secs(1) / updates_per_second.max(1));
     for round in 0usize.. {
         tick.tick().await;
-        for (i, m) in members.iter().enumerate() {
+        for (i, m) in members[..agents].iter().enumerate() {
             let sample = Sample {
                 name: names[(round + i) % names.len()].clone(),
                 value: ((round * 31 + i * 7) % 1000) as f64 / 997.0,
@@ -463,7 +498,9 @@ async fn bench(run: &Run) -> Report {
     };
     let started = Instant::now();
     let members = Arc::new(start_members(run, &channel).await);
-    publish_initial(&members).await;
+    // Agents first, then the replicas (`cell<N>` runs): only agents publish.
+    let agents = run.members;
+    publish_initial(&members[..agents]).await;
     let n = members.len();
     progress("members started", started);
     let target = (0.99 * n as f64).ceil() as usize;
@@ -482,11 +519,11 @@ async fn bench(run: &Run) -> Report {
 
     // Idle: heartbeats and digests only.
     let window = run.interval * 10;
-    let (b0, _) = traffic(&members, &channel, run.path);
+    let (b0, _) = traffic(&members[..agents], &channel, run.path);
     let t0 = Instant::now();
     tokio::time::sleep(window).await;
-    let (b1, _) = traffic(&members, &channel, run.path);
-    let idle_bps = (b1 - b0) as f64 / n as f64 / t0.elapsed().as_secs_f64();
+    let (b1, _) = traffic(&members[..agents], &channel, run.path);
+    let idle_bps = (b1 - b0) as f64 / agents as f64 / t0.elapsed().as_secs_f64();
     let heap_per_node = process_rss_split_mib(std::process::id()).0 * 1024.0 * 1024.0 / n as f64;
     progress("idle window done", started);
 
@@ -523,17 +560,20 @@ async fn bench(run: &Run) -> Report {
             subscriptions.push(sub);
         }
     }
-    let load_task = tokio::spawn(load(members.clone(), updates_per_second()));
-    let (b0, d0) = traffic(&members, &channel, run.path);
+    let load_task = tokio::spawn(load(members.clone(), agents, updates_per_second()));
+    let (b0, d0) = traffic(&members[..agents], &channel, run.path);
+    let (r0, _) = traffic(&members[agents..], &channel, run.path);
     let cpu0 = cpu_seconds();
     let t0 = Instant::now();
     let probe = MetricName::new(PROBE).unwrap();
     let deadline = (run.interval * 30).max(Duration::from_secs(30));
     let mut conv99 = Vec::new();
     let mut conv100 = Vec::new();
+    let mut probe_starts = Vec::with_capacity(trials);
     for t in 0..trials {
-        let writer = &members[(t * 37 + 1) % n];
+        let writer = &members[(t * 37 + 1) % agents];
         let start = Instant::now();
+        probe_starts.push(start);
         let sample = Sample {
             name: probe.clone(),
             value: t as f64,
@@ -556,8 +596,23 @@ async fn bench(run: &Run) -> Report {
         conv100.push((times.len() == n).then(|| times[n - 1]));
         progress(&format!("trial {t}: {}/{n} members", times.len()), started);
     }
-    let (b1, d1) = traffic(&members, &channel, run.path);
+    let (b1, d1) = traffic(&members[..agents], &channel, run.path);
+    let (r1, _) = traffic(&members[agents..], &channel, run.path);
     let elapsed = t0.elapsed().as_secs_f64();
+    // When each probe reached the replicas: the gossip part of their view's staleness.
+    let replica_arrivals: Vec<Duration> = {
+        let a = arrivals.lock().unwrap();
+        probe_starts
+            .iter()
+            .enumerate()
+            .flat_map(|(t, start)| {
+                a[t][agents..]
+                    .iter()
+                    .map(move |at| at.map(|at| at.saturating_duration_since(*start)))
+            })
+            .map(|d| d.unwrap_or(deadline))
+            .collect()
+    };
     let cpu_per_node = (cpu_seconds() - cpu0) / elapsed / n as f64;
     load_task.abort();
     drop(subscriptions);
@@ -570,8 +625,10 @@ async fn bench(run: &Run) -> Report {
         conv99,
         conv100,
         idle_bps,
-        loaded_bps: (b1 - b0) as f64 / n as f64 / elapsed,
-        loaded_dps: (d1 - d0) as f64 / n as f64 / elapsed,
+        loaded_bps: (b1 - b0) as f64 / agents as f64 / elapsed,
+        loaded_dps: (d1 - d0) as f64 / agents as f64 / elapsed,
+        replica_bps: (n > agents).then(|| (r1 - r0) as f64 / (n - agents) as f64 / elapsed),
+        replica_arrivals,
         cpu_per_node,
         heap_per_node,
         update_scan_us,

@@ -159,3 +159,97 @@ pub fn agent_samples(i: usize) -> Vec<crate::metric::Sample> {
         })
         .collect()
 }
+
+/// How node names look, for benches of gossip (names are in every digest, and random parts
+/// compress worse) and of cells (names choose the cell).
+#[derive(Clone, Copy, Debug)]
+pub enum NameShape {
+    /// `ip-10-0-3-17.eu-west-1.compute.internal`, addresses in order (the default).
+    EksSequential,
+    /// The same with addresses spread over a /16, as a real VPC hands them out.
+    EksRandomIp,
+    /// `gke-<cluster>-<pool>-<8 hex>-<4 alphanumerics>`.
+    Gke,
+    /// `aks-<pool>-<8 digits>-vmss<6 base-36>`.
+    Aks,
+}
+
+impl NameShape {
+    /// The shape the environment variable `var` names (`eks`, the default, `eks-ip`, `gke` or
+    /// `aks`).
+    ///
+    /// # Panics
+    /// On any other value: benches only, where a typo must not measure the wrong thing.
+    #[allow(clippy::panic)]
+    pub fn from_env(var: &str) -> Self {
+        match std::env::var(var).as_deref() {
+            Ok("eks-ip") => Self::EksRandomIp,
+            Ok("gke") => Self::Gke,
+            Ok("aks") => Self::Aks,
+            Ok("eks") | Err(_) => Self::EksSequential,
+            Ok(other) => panic!("{var}={other}: use eks, eks-ip, gke or aks"),
+        }
+    }
+
+    /// Node `i`'s name: random parts from a fixed hash of `i`, the same every run.
+    pub fn name(self, i: usize) -> String {
+        let alnum = |v: u64, n: usize| {
+            const A: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
+            (0..n)
+                .map(|k| A[((v >> (k * 6)) % 36) as usize] as char)
+                .collect::<String>()
+        };
+        match self {
+            Self::EksSequential => {
+                format!("ip-10-0-{}-{}.eu-west-1.compute.internal", i / 250, i % 250)
+            }
+            Self::EksRandomIp => {
+                let v = mix(i as u64, 1);
+                format!(
+                    "ip-10-{}-{}-{}.eu-west-1.compute.internal",
+                    v % 256,
+                    (v >> 8) % 256,
+                    (v >> 16) % 254 + 1
+                )
+            }
+            // One instance group (hash) per zone, a random suffix per node.
+            Self::Gke => format!(
+                "gke-prod-eu-default-pool-{:08x}-{}",
+                mix((i % 3) as u64, 2) as u32,
+                alnum(mix(i as u64, 3), 4)
+            ),
+            // A scale set per pool of 1,000 (its number), instances in base 36.
+            Self::Aks => {
+                let (pool, instance) = (i / 1000, i % 1000);
+                format!(
+                    "aks-nodepool{}-{:08}-vmss{:0>6}",
+                    pool + 1,
+                    mix(pool as u64, 4) % 100_000_000,
+                    base36(instance as u64)
+                )
+            }
+        }
+    }
+}
+
+/// A fixed 64-bit mix of `v` (splitmix64's finaliser).
+fn mix(v: u64, salt: u64) -> u64 {
+    let mut x = (v ^ salt.rotate_left(32)).wrapping_add(0x9E37_79B9_7F4A_7C15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^ (x >> 31)
+}
+
+fn base36(mut v: u64) -> String {
+    const A: &[u8] = b"0123456789abcdefghijklmnopqrstuvwxyz";
+    let mut out = Vec::new();
+    loop {
+        out.push(A[(v % 36) as usize]);
+        v /= 36;
+        if v == 0 {
+            break;
+        }
+    }
+    out.reverse();
+    String::from_utf8(out).unwrap_or_default()
+}

@@ -1,4 +1,4 @@
-//! What each series is and the budget issue 19 sets for it: the titles on the plots and the
+//! What each series is and the budget issues 19 and 30 set for it: the titles on the plots and the
 //! target column of the README's table. A series the catalogue does not know is still drawn and
 //! tabled, under its own name and without a target.
 
@@ -50,63 +50,77 @@ const NODES: &str = "nodes";
 
 /// The series the benches print, in the order the README lists them.
 pub const KNOWN: &[Known] = &[
-    // agent/benches/footprint.rs: the real agent binary, 100 pods, 1 s collection.
-    known("agent_rss_mib", "Agent RSS", MEMBERS, Some((16.0, 1000))),
-    known("agent_anon_mib", "Agent RSS, anonymous", MEMBERS, None),
-    known("agent_file_mib", "Agent RSS, file-backed", MEMBERS, None),
+    // agent/benches/footprint.rs: the real agent binary, 100 pods, 1 s collection; at each
+    // cluster size it gossips in its cell (CLUSTER, one cell per 100 nodes) with the replicas.
+    known("agent_rss_mib", "Agent RSS", NODES, Some((12.0, 5000))),
+    known("agent_anon_mib", "Agent RSS, anonymous", NODES, None),
+    known("agent_file_mib", "Agent RSS, file-backed", NODES, None),
     known(
         "agent_cpu_percent",
         "Agent CPU (% of a core)",
-        MEMBERS,
-        Some((0.5, 1000)),
+        NODES,
+        Some((0.5, 5000)),
     ),
-    known("agent_gossip_out_kbps", "Agent gossip out", MEMBERS, None),
-    known("agent_gossip_in_kbps", "Agent gossip in", MEMBERS, None),
-    // The fewest members alive in the agent's view over the window: the swarm on 2 cores may
-    // not keep every member it was asked for alive, and the agent's figures are for these.
+    known("agent_gossip_out_kbps", "Agent gossip out", NODES, None),
+    known("agent_gossip_in_kbps", "Agent gossip in", NODES, None),
+    // The fewest members alive in the agent's view over the window: its cell and the replicas.
     known(
         "agent_members_alive",
         "Members alive in the agent's view (fewest)",
-        MEMBERS,
+        NODES,
         None,
     ),
-    // core/benches/gossip.rs: members on chitchat's channel transport, paused clock.
+    // core/benches/gossip.rs `cell<N>`: the largest cell of an N-node cluster (GKE-style names)
+    // with three replicas, sealed UDP on the wall clock (issue 30's targets).
     known(
         "gossip_idle_kbps",
         "Gossip per node, idle",
-        MEMBERS,
-        Some((40.0, 1000)),
+        NODES,
+        Some((10.0, 5000)),
     ),
     known(
         "gossip_loaded_kbps",
         "Gossip per node, 10 updates/s",
-        MEMBERS,
-        Some((60.0, 1000)),
+        NODES,
+        Some((40.0, 5000)),
     ),
     known(
         "gossip_conv99_p50_s",
         "Gossip 99 % convergence, p50",
-        MEMBERS,
+        NODES,
         None,
     ),
     known(
         "gossip_conv99_max_s",
         "Gossip 99 % convergence, max",
-        MEMBERS,
-        Some((3.0, 1000)),
+        NODES,
+        Some((1.5, 5000)),
     ),
     known(
         "gossip_member_anon_kb",
         "Heap per gossip member",
-        MEMBERS,
+        NODES,
         None,
+    ),
+    // A replica is in every cell: its bytes in one cell times the cell count.
+    known(
+        "gossip_replica_kbps",
+        "Gossip per coordinator replica, all cells, 10 updates/s",
+        NODES,
+        None,
+    ),
+    known(
+        "gossip_replica_arrival_p99_s",
+        "A change reaches every replica, gossip p99",
+        NODES,
+        Some((1.5, 5000)),
     ),
     // The scan for members' updates a coordinator's view runs on every tick to see deletions
     // (issue 37).
     known(
         "gossip_update_scan_us",
         "Scan for members' updates, none found",
-        MEMBERS,
+        NODES,
         None,
     ),
     // coordinator/benches/extender.rs: nodeCacheCapable, rewards and a blended policy.

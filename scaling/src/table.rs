@@ -151,8 +151,9 @@ mod tests {
     #[test]
     fn one_row_per_series_one_column_per_size_and_the_verdict() {
         let all = collect(
-            "FIGURE agent_rss_mib 100 15.5 MiB\nFIGURE agent_rss_mib 1000 20.0 MiB\n\
-             FIGURE agent_cpu_percent 1000 0.41 %\nFIGURE extender_filter_p99_us 5000 420 us\n\
+            "FIGURE agent_rss_mib 100 15.5 MiB\nFIGURE agent_rss_mib 5000 20.0 MiB\n\
+             FIGURE agent_cpu_percent 1000 0.41 %\nFIGURE agent_cpu_percent 5000 0.38 %\n\
+             FIGURE extender_filter_p99_us 5000 420 us\n\
              FIGURE custom_thing 10 3 s\n",
         )
         .expect("valid");
@@ -164,11 +165,11 @@ mod tests {
         );
         assert_eq!(
             lines[2],
-            "| Agent RSS (`agent_rss_mib`) | MiB | | 15.5 | 20.0 | | ≤ 16.0 at 1000 members | no |"
+            "| Agent RSS (`agent_rss_mib`) | MiB | | 15.5 | | 20.0 | ≤ 12.0 at 5000 nodes | no |"
         );
         assert_eq!(
             lines[3],
-            "| Agent CPU (% of a core) (`agent_cpu_percent`) | % | | | 0.410 | | ≤ 0.500 at 1000 members | yes |"
+            "| Agent CPU (% of a core) (`agent_cpu_percent`) | % | | | 0.410 | 0.380 | ≤ 0.500 at 5000 nodes | yes |"
         );
         assert_eq!(
             lines[4],
