@@ -1097,6 +1097,126 @@ mod tests {
     /// with a 5-round prior gave for the same heartbeat intervals. chitchat's timeout is
     /// phi × (window sum + 5 × prior) / (window length + 5); the mean interval heard is read
     /// back from it (with two members a heartbeat is heard about twice a round).
+    /// The flat mesh's wall (issue 30): a member that holds every node of a 5,000-node cluster
+    /// whose names have random parts (GKE's) cannot gossip at all, since its digest alone
+    /// outgrows a UDP datagram, so its peer never hears its news. (The loaded nodes fill one
+    /// between 4,600 and 4,900, about 14 bytes each compressed; a real node's heartbeat adds to
+    /// that, so a real mesh reaches the wall sooner.) The same member in its cell of that cluster (the chart's 50
+    /// cells) gossips. chitchat builds digests only inside its crate, so the other nodes are
+    /// loaded into the member's state with chitchat's public `reset_node_state_if_update`
+    /// rather than run: a node's digest entry is its id and versions, the same for a loaded node
+    /// as for a live one.
+    #[tokio::test]
+    async fn a_flat_mesh_of_5000_random_names_cannot_gossip_and_the_same_nodes_in_cells_can() {
+        use super::super::cells::DEFAULT_CELLS;
+        use crate::testing::{NameShape, eventually};
+        let within = Duration::from_secs(20);
+        let names: Vec<String> = (0..5_000).map(|i| NameShape::Gke.name(i)).collect();
+        let keyring = Keyring::from_keys(&[[7; 32]]).unwrap();
+        let sample = |v: f64| Sample {
+            name: MetricName::new("node_load1").unwrap(),
+            value: v,
+        };
+        for cells in [Cells::FLAT, Cells::new(u32::from(DEFAULT_CELLS)).unwrap()] {
+            let cell = cells.of(&names[0]);
+            let mut in_cell = names.iter().filter(|n| cells.of(n) == cell);
+            let (a_name, b_name) = (in_cell.next().unwrap(), in_cell.next().unwrap());
+            let others: Vec<&String> = in_cell.collect();
+            let config = |name: &str, seeds: Vec<String>| {
+                let mut c = GossipConfig::new(
+                    name,
+                    cell.cluster_id("wall"),
+                    "127.0.0.1:0".parse().unwrap(),
+                    Security::Sealed(keyring.clone()),
+                );
+                c.cell = cell;
+                c.seeds = seeds;
+                c.gossip_interval = Duration::from_millis(50);
+                c
+            };
+            let a = GossipMember::start(config(a_name, Vec::new()))
+                .await
+                .unwrap();
+            let seed = a.id().gossip_addr.to_string();
+            let b = GossipMember::start(config(b_name, vec![seed]))
+                .await
+                .unwrap();
+            a.publish_metrics(&[sample(1.0)], SystemTime::now())
+                .await
+                .unwrap();
+            eventually("b hears a", within, || async {
+                seen(&b, a_name, "node_load1", 1.0).await.then_some(())
+            })
+            .await;
+
+            // a learns of every other node of its mesh, then has news. Each as a node of a
+            // real cluster looks in a digest: started at its own millisecond within the last
+            // month (the generation), at its own address in a /16, with its own count of
+            // versions. (Its heartbeat stays 0, which compresses better than a real one.)
+            {
+                let mut chitchat = a.chitchat.lock().await;
+                for (i, name) in others.iter().enumerate() {
+                    let h = (i as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+                    let generation = 1_764_000_000_000 + h % 2_592_000_000;
+                    let [_, _, _, _, _, _, b, c] = h.to_be_bytes();
+                    let addr = SocketAddr::from(([10, 20, b, c], 7946));
+                    let id = ChitchatId::new((*name).clone(), generation, addr);
+                    let max_version = 100 + (h >> 20) % 5_000;
+                    chitchat.reset_node_state_if_update(&id, std::iter::empty(), max_version, 0);
+                }
+            }
+            // b's rounds: b knows only a, so every datagram b sends is a Syn to a (or an Ack
+            // of a's answer), which a answers with a SynAck carrying its digest.
+            let rounds = |n: u64| {
+                let b = &b;
+                async move {
+                    let at = b.stats().datagrams_out;
+                    eventually(
+                        &format!("{n} more of b's datagrams to a"),
+                        within,
+                        || async { (b.stats().datagrams_out >= at + n).then_some(()) },
+                    )
+                    .await;
+                }
+            };
+            // Five of b's rounds first, so that nothing a queued before it learnt of the others
+            // is still on its way out.
+            rounds(5).await;
+            let sent = a.stats().datagrams_out;
+            a.publish_metrics(&[sample(2.0)], SystemTime::now())
+                .await
+                .unwrap();
+            if cells.is_flat() {
+                // Twenty of b's Syns answered by nothing. With its digest alone over a datagram,
+                // a's chitchat cannot answer: 0.13 even panics building the SynAck's delta (its
+                // serializer asserts at least 100 bytes are left), which kills a's gossip task
+                // here and aborts a shipped agent (panic = "abort"). Had it not, the SynAck and
+                // every Syn of a would still be too large to send.
+                rounds(20).await;
+                assert_eq!(
+                    a.stats().datagrams_out,
+                    sent,
+                    "a sent nothing with {} other nodes in its digest",
+                    others.len()
+                );
+                assert!(
+                    seen(&b, a_name, "node_load1", 1.0).await,
+                    "b still holds a's old value"
+                );
+            } else {
+                eventually("b hears a's news", within, || async {
+                    seen(&b, a_name, "node_load1", 2.0).await.then_some(())
+                })
+                .await;
+                assert!(
+                    a.stats().datagrams_out > sent,
+                    "a gossips in a cell of {} nodes",
+                    others.len() + 2
+                );
+            }
+        }
+    }
+
     #[tokio::test(start_paused = true)]
     async fn a_steadily_heard_member_is_declared_dead_after_the_same_silence_as_with_100_intervals()
     {
