@@ -3,6 +3,13 @@
 //!
 //! - `udp10`, `udp100`: members on 127.0.0.1 over the real sealed UDP path
 //!   (`GossipMember::start`: relay sockets, ChaCha20-Poly1305, one process).
+//! - `cell<N>` (`cell1000`, `cell5000`): what one agent of an N-node cluster gossips with, its
+//!   cell: N names of the chosen shape hashed into cells as the agents hash them
+//!   (`Cells::of`; one cell per 100 nodes as the chart sizes them, or `GOSSIP_BENCH_CELLS`),
+//!   the largest cell's agents started as in `udp<N>`, and `GOSSIP_BENCH_REPLICAS` (3)
+//!   coordinator replicas, observers, on a runtime thread of their own so their CPU is
+//!   measured apart. A replica's bytes and CPU in this cell, times the cell count, is what it
+//!   pays in all of them (cells are alike by construction; docs/scale.md, "Stop 33").
 //! - `chan1000v`: 1,000 members on chitchat's in-process `ChannelTransport`
 //!   (`GossipMember::start_on`): no sockets and **no sealing** (add 37 bytes per datagram, frame version 2), on
 //!   tokio's paused clock, which only advances when every task is idle. Figures are protocol
@@ -46,7 +53,10 @@ use telemesh_core::gossip::cells::Cells;
 use telemesh_core::gossip::groups::MetricEncoding;
 use telemesh_core::gossip::{GossipConfig, GossipMember, Keyring, NodeState, Role, Security};
 use telemesh_core::metric::{MetricName, Sample};
-use telemesh_core::testing::{NameShape, agent_metric_names, agent_samples, process_rss_split_mib};
+use telemesh_core::testing::{
+    NameShape, agent_metric_names, agent_samples, process_cpu_seconds, process_rss_split_mib,
+    thread_cpu_seconds,
+};
 use tokio::time::Instant;
 
 const DEFAULT_RUNS: &str = "udp10@1000,udp10@200,udp100@1000,udp100@200,chan1000v@1000";
@@ -207,9 +217,20 @@ fn main() {
                 .build()
         }
         .expect("runtime");
-        let report = runtime.block_on(bench(&run));
+        // The replicas run on a runtime of their own, one worker thread, so their CPU time is
+        // that thread's (and its blocking pool's): the agents' runtime never polls their tasks.
+        let replicas = run.cell_of.as_ref().map(|_| {
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .thread_name(REPLICA_THREADS)
+                .enable_all()
+                .build()
+                .expect("the replicas' runtime")
+        });
+        let report = runtime.block_on(bench(&run, replicas.as_ref().map(|r| r.handle().clone())));
         report.print(&run);
         drop(runtime);
+        drop(replicas);
     }
     println!(
         "B/s and dgram/s: sent per node per second while loaded (received is the same on \
@@ -229,6 +250,8 @@ struct Report {
     heap_per_node: f64,
     /// Bytes sent per replica per second while loaded, in this one cell (`cell<N>` runs).
     replica_bps: Option<f64>,
+    /// CPU per replica while loaded, in this one cell, as a share of one core.
+    replica_cpu: Option<f64>,
     /// For each probe and replica, how long the probe took to reach it (the deadline if it
     /// did not).
     replica_arrivals: Vec<Duration>,
@@ -279,16 +302,18 @@ impl Report {
                 .copied();
             println!(
                 "  {}: the largest of {} cells of {} nodes: {} agents and {} replicas; per \
-                 replica in this cell: {:.0} B/s sent while loaded (x{} cells: {:.0} KB/s), \
-                 probe reached every replica p99 {}",
+                 replica in this cell: {:.0} B/s sent and {:.2} % of a core while loaded (x{} \
+                 cells: {:.0} KB/s, {:.0} % of a core), probe reached every replica p99 {}",
                 run.name,
                 c.cells.count(),
                 c.cluster,
                 run.members,
                 c.replicas,
                 self.replica_bps.unwrap_or(0.0),
+                self.replica_cpu.unwrap_or(0.0) * 100.0,
                 c.cells.count(),
                 self.replica_bps.unwrap_or(0.0) * f64::from(c.cells.count()) / 1000.0,
+                self.replica_cpu.unwrap_or(0.0) * 100.0 * f64::from(c.cells.count()),
                 secs(p99),
             );
             if let (Some(bps), Some(p99)) = (self.replica_bps, p99) {
@@ -300,6 +325,12 @@ impl Report {
                     "FIGURE gossip_replica_arrival_p99_s {x} {:.3} s",
                     p99.as_secs_f64()
                 );
+                if let Some(cpu) = self.replica_cpu {
+                    println!(
+                        "FIGURE gossip_replica_cpu_percent {x} {:.3} %",
+                        cpu * 100.0 * f64::from(c.cells.count())
+                    );
+                }
             }
         }
         // One line per headline figure for scripts/scaling.sh (x = members, or the cluster's
@@ -325,7 +356,32 @@ impl Report {
     }
 }
 
-async fn start_members(run: &Run, channel: &ChannelTransport) -> Vec<GossipMember> {
+/// The name of the replicas' runtime threads, whose CPU time is theirs.
+const REPLICA_THREADS: &str = "bench-replicas";
+
+/// CPU seconds the threads named [`REPLICA_THREADS`] have used.
+fn replica_cpu_seconds() -> f64 {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return 0.0;
+    };
+    tasks
+        .flatten()
+        .filter(|t| {
+            std::fs::read_to_string(t.path().join("comm"))
+                .is_ok_and(|comm| comm.trim() == REPLICA_THREADS)
+        })
+        .filter_map(|t| t.file_name().to_str()?.parse::<u32>().ok())
+        .map(thread_cpu_seconds)
+        .sum()
+}
+
+/// Starts the run's members: the agents on this runtime, the replicas (`cell<N>`) on
+/// `replicas`.
+async fn start_members(
+    run: &Run,
+    channel: &ChannelTransport,
+    replicas_rt: Option<&tokio::runtime::Handle>,
+) -> Vec<GossipMember> {
     let keyring = Keyring::from_keys(&[[42; 32]]).unwrap();
     let mut members: Vec<GossipMember> = Vec::with_capacity(run.members);
     let mut seeds: Vec<String> = Vec::new();
@@ -358,7 +414,10 @@ async fn start_members(run: &Run, channel: &ChannelTransport) -> Vec<GossipMembe
                 c.seeds = seeds.clone();
                 c.gossip_interval = run.interval;
                 c.metric_encoding = encoding();
-                GossipMember::start(c).await.unwrap()
+                match replicas_rt.filter(|_| role == Role::Observer) {
+                    Some(rt) => rt.spawn(GossipMember::start(c)).await.unwrap().unwrap(),
+                    None => GossipMember::start(c).await.unwrap(),
+                }
             }
             Path::Channel => {
                 let addr = SocketAddr::from(([127, 0, 0, 1], 30_000 + i as u16));
@@ -425,20 +484,6 @@ fn updates_per_second() -> u32 {
         .unwrap_or(10)
 }
 
-/// Process CPU time (user + system) in seconds, from /proc/self/stat (100 ticks per second).
-fn cpu_seconds() -> f64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    let after = stat.rsplit_once(')').map(|(_, s)| s).unwrap_or("");
-    let fields: Vec<&str> = after.split_whitespace().collect();
-    let tick = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|f| f.parse::<f64>().ok())
-            .unwrap_or(0.0)
-    };
-    (tick(11) + tick(12)) / 100.0
-}
-
 async fn wait_until<F, Fut>(within: Duration, every: Duration, mut done: F) -> bool
 where
     F: FnMut() -> Fut,
@@ -484,7 +529,7 @@ async fn load(members: Arc<Vec<GossipMember>>, agents: usize, updates_per_second
     }
 }
 
-async fn bench(run: &Run) -> Report {
+async fn bench(run: &Run, replicas_rt: Option<tokio::runtime::Handle>) -> Report {
     let channel = ChannelTransport::with_mtu(65_507);
     let wall = std::time::Instant::now();
     let progress = |what: &str, clock: Instant| {
@@ -497,7 +542,7 @@ async fn bench(run: &Run) -> Report {
         );
     };
     let started = Instant::now();
-    let members = Arc::new(start_members(run, &channel).await);
+    let members = Arc::new(start_members(run, &channel, replicas_rt.as_ref()).await);
     // Agents first, then the replicas (`cell<N>` runs): only agents publish.
     let agents = run.members;
     publish_initial(&members[..agents]).await;
@@ -563,7 +608,8 @@ async fn bench(run: &Run) -> Report {
     let load_task = tokio::spawn(load(members.clone(), agents, updates_per_second()));
     let (b0, d0) = traffic(&members[..agents], &channel, run.path);
     let (r0, _) = traffic(&members[agents..], &channel, run.path);
-    let cpu0 = cpu_seconds();
+    let cpu0 = process_cpu_seconds(std::process::id());
+    let replica_cpu0 = replica_cpu_seconds();
     let t0 = Instant::now();
     let probe = MetricName::new(PROBE).unwrap();
     let deadline = (run.interval * 30).max(Duration::from_secs(30));
@@ -613,7 +659,9 @@ async fn bench(run: &Run) -> Report {
             .map(|d| d.unwrap_or(deadline))
             .collect()
     };
-    let cpu_per_node = (cpu_seconds() - cpu0) / elapsed / n as f64;
+    let cpu_per_node = (process_cpu_seconds(std::process::id()) - cpu0) / elapsed / n as f64;
+    let replica_cpu = (n > agents)
+        .then(|| (replica_cpu_seconds() - replica_cpu0) / elapsed / (n - agents) as f64);
     load_task.abort();
     drop(subscriptions);
     let drops = members
@@ -628,6 +676,7 @@ async fn bench(run: &Run) -> Report {
         loaded_bps: (b1 - b0) as f64 / agents as f64 / elapsed,
         loaded_dps: (d1 - d0) as f64 / agents as f64 / elapsed,
         replica_bps: (n > agents).then(|| (r1 - r0) as f64 / (n - agents) as f64 / elapsed),
+        replica_cpu,
         replica_arrivals,
         cpu_per_node,
         heap_per_node,

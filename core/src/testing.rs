@@ -81,7 +81,26 @@ fn status_mib<const N: usize>(pid: u32, fields: &[&str; N]) -> [f64; N] {
 
 /// Returns the CPU time (user + system) a process has used, in seconds.
 pub fn process_cpu_seconds(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    stat_cpu_seconds(
+        &std::path::Path::new("/proc")
+            .join(pid.to_string())
+            .join("stat"),
+    )
+}
+
+/// CPU seconds (user + system) of one thread of this process: its
+/// `/proc/self/task/<tid>/stat` (`/proc/<tid>/stat` would count the whole process).
+pub fn thread_cpu_seconds(tid: u32) -> f64 {
+    stat_cpu_seconds(
+        &std::path::Path::new("/proc/self/task")
+            .join(tid.to_string())
+            .join("stat"),
+    )
+}
+
+/// utime + stime of a `stat` file, in seconds (100 ticks a second).
+fn stat_cpu_seconds(path: &std::path::Path) -> f64 {
+    let stat = std::fs::read_to_string(path).unwrap_or_default();
     let after_comm = stat.rsplit(')').next().unwrap_or_default();
     let fields: Vec<&str> = after_comm.split_whitespace().collect();
     // utime and stime are fields 14 and 15 of stat, 11 and 12 after the command name.

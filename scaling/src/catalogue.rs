@@ -110,6 +110,12 @@ pub const KNOWN: &[Known] = &[
         None,
     ),
     known(
+        "gossip_replica_cpu_percent",
+        "CPU per coordinator replica, all cells, 10 updates/s (% of a core)",
+        NODES,
+        None,
+    ),
+    known(
         "gossip_replica_arrival_p99_s",
         "A change reaches every replica, gossip p99",
         NODES,
