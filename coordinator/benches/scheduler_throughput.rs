@@ -10,7 +10,11 @@
 //! - `http`: the extender over plain HTTP (the dev registration's transport);
 //! - `https-h2`: HTTPS with a client certificate, the server offering `h2` and `http/1.1` in
 //!   ALPN (the configuration shipped before issue 15: kube-scheduler negotiates HTTP/2);
-//! - `https`: HTTPS with a client certificate as shipped now (ALPN `http/1.1` only).
+//! - `https`: HTTPS with a client certificate as shipped now (ALPN `http/1.1` only);
+//! - `https-opted-in`: the same with TAS's opt-in (the chart's `scheduler.pods: optedIn`,
+//!   `managedResources: telemetry/scheduling`), and the pods neither linked nor carrying the
+//!   resource: what an unlinked pod pays when only opted-in pods reach the extender (none of
+//!   them may reach it, so some land on nodes the policy refuses: the proof it was not asked).
 //!
 //! The extender is the coordinator's own HTTP(S) server and decisions
 //! ([`telemesh_coordinator::extender::http`]) over a view in which every node reports
@@ -56,6 +60,7 @@ enum Mode {
     Http,
     HttpsH2,
     Https,
+    HttpsOptedIn,
 }
 
 impl Mode {
@@ -65,7 +70,10 @@ impl Mode {
             "http" => Self::Http,
             "https-h2" => Self::HttpsH2,
             "https" => Self::Https,
-            other => bail!("unknown mode {other}; pick none, http, https-h2, https"),
+            "https-opted-in" => Self::HttpsOptedIn,
+            other => {
+                bail!("unknown mode {other}; pick none, http, https-h2, https, https-opted-in")
+            }
         })
     }
 
@@ -75,7 +83,13 @@ impl Mode {
             Self::Http => "HTTP",
             Self::HttpsH2 => "HTTPS + client cert, h2 offered (before)",
             Self::Https => "HTTPS + client cert, http/1.1 only (now)",
+            Self::HttpsOptedIn => "HTTPS, opted-in only; unlinked pods",
         }
+    }
+
+    /// Whether this mode's pods are linked to the policy and opt in to the extender.
+    fn linked(self) -> bool {
+        self != Self::HttpsOptedIn
     }
 }
 
@@ -215,7 +229,7 @@ async fn start_extender(
             });
             Ok(format!("http://{addr}/scheduler"))
         }
-        Mode::HttpsH2 | Mode::Https => {
+        Mode::HttpsH2 | Mode::Https | Mode::HttpsOptedIn => {
             let files = TlsFiles {
                 cert: certs.server_cert.clone(),
                 key: certs.server_key.clone(),
@@ -261,6 +275,7 @@ fn scheduler_config(
         kubeconfig: kubeconfig.to_path_buf(),
         url_prefix: url_prefix.map(str::to_owned),
         node_cache_capable: None,
+        opted_in: mode == Mode::HttpsOptedIn,
     }
     .apply(SHIPPED)?;
     let mut doc: Value = serde_yaml_ng::from_str(&rendered)?;
@@ -301,14 +316,24 @@ fn scheduler_config(
     Ok(serde_yaml_ng::to_string(&doc)?)
 }
 
-fn pod(i: usize) -> anyhow::Result<Pod> {
-    Ok(serde_json::from_value(serde_json::json!({
-        "metadata": {"name": format!("linked-{i}"), "namespace": NS,
-                     "labels": {"telemetry-policy": "scheduling-policy", "app": "bench"}},
-        "spec": {"containers": [{"name": "c", "image": "busybox", "resources": {
-            "requests": {"cpu": "10m", "memory": "16Mi"},
-            "limits": {"telemetry/scheduling": "1"}}}]},
-    }))?)
+/// Pod `i`: linked to the seed policy and opting in with `telemetry/scheduling`, or neither.
+fn pod(i: usize, linked: bool) -> anyhow::Result<Pod> {
+    let pod = if linked {
+        serde_json::json!({
+            "metadata": {"name": format!("linked-{i}"), "namespace": NS,
+                         "labels": {"telemetry-policy": "scheduling-policy", "app": "bench"}},
+            "spec": {"containers": [{"name": "c", "image": "busybox", "resources": {
+                "requests": {"cpu": "10m", "memory": "16Mi"},
+                "limits": {"telemetry/scheduling": "1"}}}]},
+        })
+    } else {
+        serde_json::json!({
+            "metadata": {"name": format!("plain-{i}"), "namespace": NS, "labels": {"app": "bench"}},
+            "spec": {"containers": [{"name": "c", "image": "busybox", "resources": {
+                "requests": {"cpu": "10m", "memory": "16Mi"}}}]},
+        })
+    };
+    Ok(serde_json::from_value(pod)?)
 }
 
 /// Runs one mode; returns pods/s between the first and the last binding.
@@ -326,7 +351,8 @@ async fn run(mode: Mode, nodes: usize, pods: usize, binary: &Path) -> anyhow::Re
         .await?;
     let api: Api<Pod> = Api::namespaced(client.clone(), NS);
     for i in 0..pods {
-        api.create(&PostParams::default(), &pod(i)?).await?;
+        api.create(&PostParams::default(), &pod(i, mode.linked())?)
+            .await?;
     }
 
     let certs = certs(dir.path())?;
@@ -385,10 +411,17 @@ async fn run(mode: Mode, nodes: usize, pods: usize, binary: &Path) -> anyhow::Re
             bail!("{}: not all pods bound in 10 minutes", mode.name());
         }
     }
-    // Proof that the extender was really asked (an ignorable extender that fails is skipped).
-    if mode != Mode::None && on_refused_nodes > 0 {
+    // Proof that the extender was really asked (an ignorable extender that fails is skipped),
+    // or, for unlinked pods under the opt-in, that it was not.
+    if mode != Mode::None && mode.linked() && on_refused_nodes > 0 {
         bail!(
             "{}: {on_refused_nodes} pods bound to nodes the policy refuses: the extender was not called",
+            mode.name()
+        );
+    }
+    if !mode.linked() && on_refused_nodes == 0 {
+        bail!(
+            "{}: no pod on a node the policy refuses: the extender was asked about unlinked pods",
             mode.name()
         );
     }
@@ -415,12 +448,12 @@ async fn main() -> anyhow::Result<()> {
     let nodes = env_usize("NODES", 500);
     let pods = env_usize("PODS", 2000);
     let modes: Vec<Mode> = std::env::var("MODES")
-        .unwrap_or_else(|_| "none,http,https-h2,https".into())
+        .unwrap_or_else(|_| "none,http,https-h2,https,https-opted-in".into())
         .split(',')
         .map(Mode::parse)
         .collect::<anyhow::Result<_>>()?;
     println!(
-        "real kube-scheduler ({}) against sim: {nodes} nodes, {pods} linked pods",
+        "real kube-scheduler ({}) against sim: {nodes} nodes, {pods} pods (linked and opting in, except in the opted-in mode)",
         binary.display()
     );
     let mut baseline = None;

@@ -82,7 +82,8 @@ impl ClusterParts {
     /// (deploy/scheduler/kube-scheduler-config.dev.yaml) calling the extender at `url_prefix`:
     /// for tests that need pods placed through the extender but not upstream's scheduler.
     pub async fn start_scheduler(&self, env: &SimEnv, url_prefix: &str) {
-        let rendered = crate::upstream::dev_scheduler_config(&env.kubeconfig, url_prefix, None);
+        let rendered =
+            crate::upstream::dev_scheduler_config(&env.kubeconfig, url_prefix, None, false);
         let settings = scheduler::Settings {
             config: SchedulerConfiguration::parse(&rendered)
                 .expect("the dev scheduler configuration parses"),

@@ -158,6 +158,7 @@ impl RealEnv {
             &self.kubeconfig,
             url_prefix,
             Some(node_cache_capable),
+            false,
         );
         let config = self.write_file("kube-scheduler.yaml", &rendered);
         self.plane

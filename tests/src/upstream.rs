@@ -76,7 +76,25 @@ impl KubeScheduler {
     /// (its kubeconfig; leader election off) with the first extender at `url_prefix` and its
     /// `nodeCacheCapable` as given; health and metrics are not served (`--secure-port=0`).
     pub fn start(binary: &Path, env: &SimEnv, url_prefix: &str, node_cache_capable: bool) -> Self {
-        let rendered = dev_scheduler_config(&env.kubeconfig, url_prefix, Some(node_cache_capable));
+        Self::start_with(binary, env, url_prefix, node_cache_capable, false)
+    }
+
+    /// [`KubeScheduler::start`], with TAS's opt-in when `opted_in` (the chart's
+    /// `scheduler.pods: optedIn`: only pods requesting or limiting `telemetry/scheduling` reach
+    /// the extender).
+    pub fn start_with(
+        binary: &Path,
+        env: &SimEnv,
+        url_prefix: &str,
+        node_cache_capable: bool,
+        opted_in: bool,
+    ) -> Self {
+        let rendered = dev_scheduler_config(
+            &env.kubeconfig,
+            url_prefix,
+            Some(node_cache_capable),
+            opted_in,
+        );
         let config = env.write_file("kube-scheduler.yaml", &rendered);
         let mut cmd = Command::new(binary);
         cmd.args(upstream::args(
@@ -93,11 +111,12 @@ impl KubeScheduler {
 
 /// deploy/scheduler/kube-scheduler-config.dev.yaml rendered for one scheduler: `kubeconfig`,
 /// leader election off, the first extender at `url_prefix` with `nodeCacheCapable` as given
-/// (None: as shipped).
+/// (None: as shipped) and TAS's opt-in when `opted_in`.
 pub fn dev_scheduler_config(
     kubeconfig: &Path,
     url_prefix: &str,
     node_cache_capable: Option<bool>,
+    opted_in: bool,
 ) -> String {
     let shipped = workspace_root().join("deploy/scheduler/kube-scheduler-config.dev.yaml");
     let template = std::fs::read_to_string(&shipped)
@@ -106,6 +125,7 @@ pub fn dev_scheduler_config(
         kubeconfig: kubeconfig.to_owned(),
         url_prefix: Some(url_prefix.to_owned()),
         node_cache_capable,
+        opted_in,
     }
     .apply(&template)
     .expect("rendering the dev scheduler configuration")

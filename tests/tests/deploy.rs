@@ -212,6 +212,20 @@ fn the_chart_ships_deploys_crd_scheduler_and_descheduler_files_unchanged() {
     ext["enableHTTPS"] = json!(false);
     ext.as_object_mut().unwrap().remove("tlsConfig");
     assert_eq!(plain, want);
+    // scheduler.pods optedIn: the same, plus TAS's opt-in on its dummy resource (kube-scheduler
+    // then sends only pods that request or limit it); a value that is neither is refused.
+    let opted_in = embedded(&render(json!({"scheduler": {"pods": "optedIn"}})));
+    want["extenders"][0]["managedResources"] =
+        json!([{"name": "telemetry/scheduling", "ignoredByScheduler": true}]);
+    assert_eq!(opted_in, want);
+    let refused = chart()
+        .render(&release(), &json!({"scheduler": {"pods": "some"}}))
+        .map(|_| ())
+        .expect_err("scheduler.pods: some");
+    assert!(
+        refused.contains("scheduler.pods is some: use all or optedIn"),
+        "{refused}"
+    );
 
     // The scavengers' PriorityClass.
     let docs = render(json!({}));
@@ -1965,6 +1979,7 @@ mod chart {
         ("randAlphaNum", rand_alpha_num),
         ("lookup", lookup),
         ("filesGet", files_get),
+        ("fail", fail),
     ];
 
     fn read_yaml(path: &Path) -> Result<Json, String> {
@@ -2237,6 +2252,11 @@ mod chart {
         let v = to_json(arg(args, 0, "toYaml")?)?;
         let text = serde_yaml_ng::to_string(&v).map_err(|e| FuncError::Generic(e.to_string()))?;
         Ok(Value::from(text.trim_end_matches('\n').to_owned()))
+    }
+
+    /// `fail MESSAGE`: rendering stops with MESSAGE, as Helm's does.
+    fn fail(args: &[Value]) -> Result<Value, FuncError> {
+        Err(FuncError::Generic(arg(args, 0, "fail")?.to_string()))
     }
 
     /// `b64enc X`: standard base64.

@@ -7,6 +7,8 @@
 //! - placement, in both nodeCacheCapable modes: linked pods never land on the node that breaks
 //!   `dontschedule`, `scheduleonmetric` steers them all to the best node, and with the
 //!   coordinator down the `ignorable` extender lets scheduling go on;
+//! - with TAS's opt-in (`managedResources`, the chart's `scheduler.pods: optedIn`), only pods
+//!   carrying `telemetry/scheduling` reach the extender;
 //! - a pod no node takes reads as upstream words it, `kubectl describe pod` shows its
 //!   FailedScheduling Event, sim's scheduler stand-in words it identically, and once a node
 //!   recovers the pod is bound within seconds (the figure is printed: telemetry file change to
@@ -59,6 +61,16 @@ struct Scene {
 
 impl Scene {
     async fn start(test: &str, metrics: [f64; 3], node_cache_capable: bool) -> Option<Self> {
+        Self::start_with(test, metrics, node_cache_capable, false).await
+    }
+
+    /// [`Scene::start`], kube-scheduler with TAS's opt-in when `opted_in`.
+    async fn start_with(
+        test: &str,
+        metrics: [f64; 3],
+        node_cache_capable: bool,
+        opted_in: bool,
+    ) -> Option<Self> {
         let binary = KUBE_SCHEDULER.find(test)?;
         telemesh_core::telemetry::init(telemesh_core::cli::LogFormat::Text, "warn");
         let env = SimEnv::start(NODES.len()).await;
@@ -84,11 +96,12 @@ impl Scene {
         for (node, value) in NODES.iter().zip(metrics) {
             mesh.wait_metric(node, "node_metric", value).await;
         }
-        let scheduler = KubeScheduler::start(
+        let scheduler = KubeScheduler::start_with(
             &binary,
             &env,
             &mesh.coordinators[0].url_prefix(),
             node_cache_capable,
+            opted_in,
         );
         let pods = Api::namespaced(client, POLICY_NAMESPACE);
         Some(Self {
@@ -231,6 +244,56 @@ async fn linked_pods_go_to_the_best_allowed_node_node_names() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn linked_pods_go_to_the_best_allowed_node_full_nodes() {
     placement("linked_pods_go_to_the_best_allowed_node_full_nodes", false).await;
+}
+
+/// Filter calls the coordinator has answered, whatever their outcome.
+async fn filter_calls(scene: &Scene) -> f64 {
+    scene.mesh.coordinators[0]
+        .metrics()
+        .await
+        .lines()
+        .filter(|l| l.starts_with("telemesh_coordinator_extender_decisions_total{verb=\"Filter\""))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// TAS's opt-in (the chart's `scheduler.pods: optedIn`): kube-scheduler calls the extender only
+/// for pods that request or limit `telemetry/scheduling`. A linked pod that carries it keeps off
+/// the refused nodes; one that carries only the policy label is placed with no filter call, as
+/// TAS placed it: the label alone does not steer a pod there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_the_opt_in_only_pods_that_opt_in_reach_the_extender() {
+    let test = "with_the_opt_in_only_pods_that_opt_in_reach_the_extender";
+    // Only sim-node-0 is allowed: the others break dontschedule.
+    let Some(scene) = Scene::start_with(test, [50.0, 5.0, 5.0], true, true).await else {
+        return;
+    };
+    let names: Vec<String> = (0..3).map(|i| format!("opted-in-{i}")).collect();
+    for name in &names {
+        scene.create(linked(name, "100m", None)).await;
+    }
+    for name in &names {
+        assert_eq!(scene.bound(name).await, "sim-node-0", "{name}");
+    }
+    // A call precedes the binding it allows, so once a pod is bound its calls are counted.
+    let calls = filter_calls(&scene).await;
+    assert!(
+        calls >= 3.0,
+        "one filter call per opted-in pod at least: {calls}"
+    );
+    let mut label_only = linked("label-only", "100m", None);
+    label_only["spec"]["containers"][0]["resources"]
+        .as_object_mut()
+        .unwrap()
+        .remove("limits");
+    scene.create(label_only).await;
+    let node = scene.bound("label-only").await;
+    assert!(NODES.contains(&node.as_str()), "{node}");
+    assert_eq!(
+        filter_calls(&scene).await,
+        calls,
+        "kube-scheduler asked the extender about a pod that does not opt in"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -17,7 +17,14 @@ pub struct Render {
     pub url_prefix: Option<String>,
     /// Replaces the first extender's `nodeCacheCapable`.
     pub node_cache_capable: Option<bool>,
+    /// Gives the first extender TAS's opt-in, as the chart's `scheduler.pods: optedIn` does:
+    /// `managedResources` `telemetry/scheduling` (ignored by the scheduler's resource fit), so
+    /// kube-scheduler calls it only for pods that request or limit that resource.
+    pub opted_in: bool,
 }
+
+/// The dummy extended resource TAS's pods put a limit on to opt in to the extender.
+pub const OPT_IN_RESOURCE: &str = "telemetry/scheduling";
 
 impl Render {
     /// Returns `template` (a KubeSchedulerConfiguration in YAML, e.g.
@@ -41,7 +48,7 @@ impl Render {
         })?;
         set(top, "clientConnection", "kubeconfig", kubeconfig.into());
         set(top, "leaderElection", "leaderElect", false.into());
-        if self.url_prefix.is_some() || self.node_cache_capable.is_some() {
+        if self.url_prefix.is_some() || self.node_cache_capable.is_some() || self.opted_in {
             let Some(first) = top
                 .get_mut("extenders")
                 .and_then(Value::as_sequence_mut)
@@ -55,6 +62,15 @@ impl Render {
             }
             if let Some(cache) = self.node_cache_capable {
                 first.insert("nodeCacheCapable".into(), cache.into());
+            }
+            if self.opted_in {
+                let mut managed = Mapping::new();
+                managed.insert("name".into(), OPT_IN_RESOURCE.into());
+                managed.insert("ignoredByScheduler".into(), true.into());
+                first.insert(
+                    "managedResources".into(),
+                    Value::Sequence(vec![Value::Mapping(managed)]),
+                );
             }
         }
         serde_yaml_ng::to_string(&doc).context("writing the scheduler configuration")
@@ -99,6 +115,7 @@ mod tests {
             kubeconfig: "/tmp/x/kubeconfig".into(),
             url_prefix: Some("http://127.0.0.1:4242/scheduler".into()),
             node_cache_capable: Some(false),
+            opted_in: false,
         }
         .apply(DEV)
         .unwrap();
@@ -130,6 +147,21 @@ mod tests {
         .unwrap();
         let doc: Value = serde_yaml_ng::from_str(&plain).unwrap();
         assert_eq!(doc["extenders"], shipped["extenders"]);
+        // The opt-in: the shipped extender plus TAS's managed resource, as the chart renders
+        // it with scheduler.pods optedIn.
+        let opted_in = Render {
+            kubeconfig: "/k".into(),
+            opted_in: true,
+            ..Render::default()
+        }
+        .apply(DEV)
+        .unwrap();
+        let doc: Value = serde_yaml_ng::from_str(&opted_in).unwrap();
+        let mut want = shipped["extenders"][0].clone();
+        want["managedResources"] =
+            serde_yaml_ng::from_str("[{name: telemetry/scheduling, ignoredByScheduler: true}]")
+                .unwrap();
+        assert_eq!(doc["extenders"][0], want);
     }
 
     #[test]
