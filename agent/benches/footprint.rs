@@ -37,6 +37,7 @@
 //! another build of it (below). Besides the human lines it prints `FIGURE <series> <members>
 //! <value> <unit>` lines for scripts/scaling.sh.
 
+use std::net::SocketAddr;
 use std::path::Path;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -152,10 +153,39 @@ impl PeerSpec {
             .map_or_else(|| format!("peer-{i}"), |c| c.peers[i].clone())
     }
 
-    /// The cluster id and cell every member here gossips in.
-    fn cell_of(&self, name: &str) -> (String, Cell) {
-        let cell = self.cell.as_ref().map_or(Cells::FLAT, |c| c.cells).of(name);
-        (cell.cluster_id("telemesh"), cell)
+    /// The cell the node `name` gossips in.
+    fn cell_of(&self, name: &str) -> Cell {
+        self.cell.as_ref().map_or(Cells::FLAT, |c| c.cells).of(name)
+    }
+
+    /// A member's configuration here: `name` in `cell`, listening on `addr`, plain or sealed
+    /// with `keyring` as the spec says, at the spec's rounds.
+    fn config(
+        &self,
+        name: String,
+        cell: Cell,
+        addr: SocketAddr,
+        keyring: &Keyring,
+    ) -> GossipConfig {
+        let security = if self.plain {
+            Security::Insecure
+        } else {
+            Security::Sealed(keyring.clone())
+        };
+        let mut cfg = GossipConfig::new(name, "telemesh", addr, security);
+        cfg.join_cell(cell);
+        cfg.gossip_interval = self.interval;
+        cfg
+    }
+
+    /// Starts a member on the spec's transport: chitchat's plain UDP or the sealed relay.
+    async fn start(&self, cfg: GossipConfig) -> GossipMember {
+        if self.plain {
+            GossipMember::start_on(cfg, &UdpTransport).await
+        } else {
+            GossipMember::start(cfg).await
+        }
+        .expect("a gossip member starts")
     }
 
     /// The agent's node name.
@@ -196,34 +226,18 @@ async fn start_peers(
     let mut peers = Vec::with_capacity(range.len());
     for i in range {
         let name = spec.name(i);
-        let (cluster_id, cell) = spec.cell_of(&name);
-        let mut cfg = if spec.plain {
-            GossipConfig::new(
-                name,
-                cluster_id,
-                plain_addr(i).parse().expect("addr"),
-                Security::Insecure,
-            )
+        let cell = spec.cell_of(&name);
+        let addr = if spec.plain {
+            plain_addr(i).parse().expect("addr")
         } else {
-            GossipConfig::new(
-                name,
-                cluster_id,
-                "127.0.0.1:0".parse().expect("addr"),
-                Security::Sealed(keyring.clone()),
-            )
+            SocketAddr::from(([127, 0, 0, 1], 0))
         };
-        cfg.cell = cell;
-        cfg.gossip_interval = spec.interval;
+        let mut cfg = spec.config(name, cell, addr, &keyring);
         cfg.metric_encoding = spec.encoding;
         if !seed.is_empty() {
             cfg.seeds = vec![seed.clone()];
         }
-        let m = if spec.plain {
-            GossipMember::start_on(cfg, &UdpTransport).await
-        } else {
-            GossipMember::start(cfg).await
-        }
-        .expect("peer");
+        let m = spec.start(cfg).await;
         m.publish_metrics(&samples, SystemTime::now())
             .await
             .expect("publish");
@@ -243,35 +257,23 @@ async fn start_replicas(spec: &PeerSpec, seed: &str) -> Vec<GossipMember> {
         return Vec::new();
     };
     let keyring = Keyring::parse(&format!("{KEY}\n"), "bench").expect("keyring");
-    let base: std::net::SocketAddr = REPLICA_BASE.parse().expect("addr");
-    let cell = c.cells.of(&c.node);
+    let base: SocketAddr = REPLICA_BASE.parse().expect("addr");
+    let cell = spec.cell_of(&c.node);
     let port = cell
         .coordinator_port(base.port())
         .expect("a port for the cell");
     let mut replicas = Vec::with_capacity(c.replicas);
     for r in 0..c.replicas {
         let ip = std::net::Ipv4Addr::new(127, 78, 0, u8::try_from(r + 1).expect("few replicas"));
-        let mut cfg = GossipConfig::new(
+        let mut cfg = spec.config(
             format!("telemesh-coordinator-{r}"),
-            cell.cluster_id("telemesh"),
+            cell,
             (ip, port).into(),
-            if spec.plain {
-                Security::Insecure
-            } else {
-                Security::Sealed(keyring.clone())
-            },
+            &keyring,
         );
         cfg.role = Role::Observer;
-        cfg.cell = cell;
-        cfg.gossip_interval = spec.interval;
         cfg.seeds = vec![seed.to_owned()];
-        let m = if spec.plain {
-            GossipMember::start_on(cfg, &UdpTransport).await
-        } else {
-            GossipMember::start(cfg).await
-        }
-        .expect("replica");
-        replicas.push(m);
+        replicas.push(spec.start(cfg).await);
     }
     replicas
 }

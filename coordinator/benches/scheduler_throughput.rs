@@ -318,21 +318,16 @@ fn scheduler_config(
 
 /// Pod `i`: linked to the seed policy and opting in with `telemetry/scheduling`, or neither.
 fn pod(i: usize, linked: bool) -> anyhow::Result<Pod> {
-    let pod = if linked {
-        serde_json::json!({
-            "metadata": {"name": format!("linked-{i}"), "namespace": NS,
-                         "labels": {"telemetry-policy": "scheduling-policy", "app": "bench"}},
-            "spec": {"containers": [{"name": "c", "image": "busybox", "resources": {
-                "requests": {"cpu": "10m", "memory": "16Mi"},
-                "limits": {"telemetry/scheduling": "1"}}}]},
-        })
-    } else {
-        serde_json::json!({
-            "metadata": {"name": format!("plain-{i}"), "namespace": NS, "labels": {"app": "bench"}},
-            "spec": {"containers": [{"name": "c", "image": "busybox", "resources": {
-                "requests": {"cpu": "10m", "memory": "16Mi"}}}]},
-        })
-    };
+    let mut pod = serde_json::json!({
+        "metadata": {"name": format!("pod-{i}"), "namespace": NS, "labels": {"app": "bench"}},
+        "spec": {"containers": [{"name": "c", "image": "busybox", "resources": {
+            "requests": {"cpu": "10m", "memory": "16Mi"}}}]},
+    });
+    if linked {
+        pod["metadata"]["labels"]["telemetry-policy"] = "scheduling-policy".into();
+        pod["spec"]["containers"][0]["resources"]["limits"] =
+            serde_json::json!({"telemetry/scheduling": "1"});
+    }
     Ok(serde_json::from_value(pod)?)
 }
 

@@ -49,7 +49,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use chitchat::transport::ChannelTransport;
-use telemesh_core::gossip::cells::Cells;
+use telemesh_core::gossip::cells::{Cell, Cells};
 use telemesh_core::gossip::groups::MetricEncoding;
 use telemesh_core::gossip::{GossipConfig, GossipMember, Keyring, NodeState, Role, Security};
 use telemesh_core::metric::{MetricName, Sample};
@@ -84,8 +84,10 @@ struct CellOf {
     /// Nodes in the whole cluster.
     cluster: usize,
     cells: Cells,
-    /// The cell's agents' indices in the cluster (their names: `NameShape::name`).
-    agents: Vec<usize>,
+    /// The largest cell.
+    cell: Cell,
+    /// Its agents' node names.
+    agents: Vec<String>,
     /// Coordinator replicas, observers in every cell.
     replicas: usize,
 }
@@ -93,14 +95,18 @@ struct CellOf {
 impl CellOf {
     /// The largest of `cells` cells of a `cluster`-node cluster whose names have `shape`.
     fn largest(cluster: usize, cells: Cells, shape: NameShape, replicas: usize) -> Self {
-        let mut by_cell: Vec<Vec<usize>> = vec![Vec::new(); usize::from(cells.count())];
+        let mut by_cell: Vec<Vec<String>> = vec![Vec::new(); usize::from(cells.count())];
         for i in 0..cluster {
-            by_cell[usize::from(cells.of(&shape.name(i)).index())].push(i);
+            let name = shape.name(i);
+            by_cell[usize::from(cells.of(&name).index())].push(name);
         }
         let agents = by_cell.into_iter().max_by_key(Vec::len).unwrap_or_default();
         Self {
             cluster,
             cells,
+            cell: agents
+                .first()
+                .map_or(Cells::FLAT.of(""), |name| cells.of(name)),
             agents,
             replicas,
         }
@@ -395,22 +401,23 @@ async fn start_members(
                 format!("telemesh-coordinator-{}", i - run.members),
                 Role::Observer,
             ),
-            Some(c) => (shape.name(c.agents[i]), Role::Agent),
+            Some(c) => (c.agents[i].clone(), Role::Agent),
             None => (shape.name(i), Role::Agent),
         };
         let member = match run.path {
             Path::SealedUdp => {
-                let cell = run.cell_of.as_ref().map_or(Cells::FLAT.of(&name), |c| {
-                    c.cells.of(&shape.name(c.agents[0]))
-                });
+                let cell = run
+                    .cell_of
+                    .as_ref()
+                    .map_or(Cells::FLAT.of(&name), |c| c.cell);
                 let mut c = GossipConfig::new(
                     name,
-                    cell.cluster_id("bench"),
+                    "bench",
                     "127.0.0.1:0".parse().unwrap(),
                     Security::Sealed(keyring.clone()),
                 );
                 c.role = role;
-                c.cell = cell;
+                c.join_cell(cell);
                 c.seeds = seeds.clone();
                 c.gossip_interval = run.interval;
                 c.metric_encoding = encoding();

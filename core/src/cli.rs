@@ -285,8 +285,7 @@ impl GossipSettings {
     /// Points `config` at `cell`: its cluster id, published cell, and the coordinators' port
     /// for it as seeds.
     fn join_cell(&self, config: &mut GossipConfig, cell: Cell) {
-        config.cluster_id = cell.cluster_id(&self.cluster_id);
-        config.cell = cell;
+        config.join_cell(cell);
         // Checked when the settings were made.
         config.seeds = self
             .cell_seeds

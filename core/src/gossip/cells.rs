@@ -19,8 +19,8 @@ use std::str::FromStr;
 /// Most cells a cluster may be split into: a coordinator replica serves each on its own port.
 pub const MAX_CELLS: u16 = 1_024;
 
-/// The chart's cell count (its `gossip.cells`; the deploy test holds them equal): 100 nodes a cell on average at 5,000 nodes (Kubernetes' largest
-/// supported cluster), the size at which a sealed mesh measured within the agent's gossip
+/// The chart's cell count (its `gossip.cells`; the deploy test holds them equal): 100 nodes a
+/// cell on average at 5,000 nodes (Kubernetes' largest supported cluster), the size at which a sealed mesh measured within the agent's gossip
 /// targets (docs/scale.md, "Stop 32"), and the largest of the 50 well under 200 (the hash's
 /// spread puts the largest at about 1.3 times the mean); 50 ports on a coordinator replica.
 pub const DEFAULT_CELLS: u16 = 50;

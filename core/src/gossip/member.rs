@@ -145,6 +145,14 @@ impl GossipConfig {
         }
     }
 
+    /// Puts the member in `cell`: the cell and its cluster id, made from the base id this
+    /// configuration holds (so once, on a configuration made with the base id). The flat
+    /// mesh's cell keeps the base id.
+    pub fn join_cell(&mut self, cell: Cell) {
+        self.cluster_id = cell.cluster_id(&self.cluster_id);
+        self.cell = cell;
+    }
+
     fn clock(&self) -> ClusterClock {
         self.shared_clock
             .clone()
@@ -1125,11 +1133,11 @@ mod tests {
             let config = |name: &str, seeds: Vec<String>| {
                 let mut c = GossipConfig::new(
                     name,
-                    cell.cluster_id("wall"),
+                    "wall",
                     "127.0.0.1:0".parse().unwrap(),
                     Security::Sealed(keyring.clone()),
                 );
-                c.cell = cell;
+                c.join_cell(cell);
                 c.seeds = seeds;
                 c.gossip_interval = Duration::from_millis(50);
                 c

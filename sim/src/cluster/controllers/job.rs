@@ -84,8 +84,6 @@ pub async fn run(client: Client, stop: CancellationToken) {
     );
 }
 
-// === pure decisions ===
-
 /// The pods each deleted Job leaves holding the tracking finalizer, for the orphan release
 /// (upstream's `deleteJob` enqueues them): a pod already terminating when its Job goes sees no
 /// change of its own (the garbage collector's delete finds it deleted), so without this nothing
@@ -102,21 +100,20 @@ fn held_by_deleted_jobs(
             })
         })
         .flat_map(move |job| {
-            let uid = job.uid();
-            let held: Vec<ObjectRef<Pod>> = pods
-                .state()
-                .iter()
-                .filter(|p| has_tracking_finalizer(p))
-                .filter(|p| {
-                    p.owner_references()
-                        .iter()
-                        .any(|r| r.controller == Some(true) && Some(&r.uid) == uid.as_ref())
-                })
-                .map(|p| ObjectRef::from_obj(p.as_ref()))
-                .collect();
+            let held: Vec<ObjectRef<Pod>> = job.uid().map_or_else(Vec::new, |uid| {
+                pods.state()
+                    .iter()
+                    .filter(|p| {
+                        has_tracking_finalizer(p) && owners::is_controlled_by(p.as_ref(), &uid)
+                    })
+                    .map(|p| ObjectRef::from_obj(p.as_ref()))
+                    .collect()
+            });
             stream::iter(held)
         })
 }
+
+// === pure decisions ===
 
 /// Returns whether the pod carries the Job tracking finalizer.
 pub fn has_tracking_finalizer(pod: &Pod) -> bool {
