@@ -167,5 +167,11 @@ async fn waiting_jobs_that_may_not_start_are_not_polled_and_a_preemption_is_noti
         polled < QUEUED as u64,
         "{polled} reconciles of waiting jobs before the interruption was noticed"
     );
+    // Counted once its status is written (a failed write is retried, and must not count
+    // twice), so the counter follows the status the test just read.
+    eventually("the interruption counted", WAIT, || async {
+        (metrics.interruptions.get() > 0).then_some(())
+    })
+    .await;
     assert_eq!(metrics.interruptions.get(), 1);
 }
