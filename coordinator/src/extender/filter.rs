@@ -200,14 +200,24 @@ pub fn apply_placement(
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+
     use super::*;
 
-    /// The one-format path writes what `Reading::write_value` writes, on values of every
-    /// magnitude, with and without runs of zeros.
+    fn assert_same_text(v: f64) {
+        for reading in [Reading::Fresh(v), Reading::Stale(v), Reading::Missing] {
+            let (mut a, mut b) = (String::new(), String::new());
+            reading.write_value(&mut a);
+            write_reading(&mut b, reading);
+            assert_eq!(a, b, "{v:?}");
+        }
+    }
+
+    /// The one-format path writes what `Reading::write_value` writes at the edges: zeros,
+    /// powers of ten, the switch to exponents, the extremes.
     #[test]
-    fn write_reading_matches_write_value() {
-        let mut x = 0x9E37_79B9_7F4A_7C15u64;
-        let mut values = vec![
+    fn write_reading_matches_write_value_at_the_edges() {
+        for v in [
             0.0,
             -0.0,
             1.0,
@@ -225,24 +235,30 @@ mod tests {
             3.25,
             1_000_001.0,
             0.000_123,
-        ];
-        for _ in 0..20_000 {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            let v = f64::from_bits(x);
-            if v.is_finite() {
-                values.push(v);
-            }
-            values.push((x % 100_000) as f64 * 10f64.powi((x % 40) as i32 - 20));
+        ] {
+            assert_same_text(v);
         }
-        for v in values {
-            for reading in [Reading::Fresh(v), Reading::Stale(v), Reading::Missing] {
-                let (mut a, mut b) = (String::new(), String::new());
-                reading.write_value(&mut a);
-                write_reading(&mut b, reading);
-                assert_eq!(a, b, "{v:?}");
-            }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2_000))]
+
+        /// ... and on any finite value.
+        #[test]
+        fn write_reading_matches_write_value(
+            v in prop::num::f64::POSITIVE | prop::num::f64::NEGATIVE | prop::num::f64::NORMAL
+                | prop::num::f64::SUBNORMAL | prop::num::f64::ZERO,
+        ) {
+            assert_same_text(v);
+        }
+
+        /// ... and on decimal values of every magnitude, with and without runs of zeros.
+        #[test]
+        fn write_reading_matches_write_value_on_decimals(
+            mantissa in 0..100_000u32,
+            exponent in -20..20i32,
+        ) {
+            assert_same_text(f64::from(mantissa) * 10f64.powi(exponent));
         }
     }
 }

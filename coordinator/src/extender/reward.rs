@@ -272,27 +272,24 @@ mod tests {
         assert_eq!(s, expect);
     }
 
-    /// The good >= bad shortcut gives what the model gives, at any age.
-    #[test]
-    fn the_shortcut_agrees_with_the_model() {
-        let model = RewardModel::default();
-        let mut x = 0x9E37_79B9_7F4A_7C15u64;
-        let mut next = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
-        for _ in 0..5_000 {
+    proptest::proptest! {
+        /// The good >= bad shortcut gives what the model gives, at any age.
+        #[test]
+        fn the_shortcut_agrees_with_the_model(
+            good in 0..50u8,
+            bad in 0..50u8,
+            at_ms in 0..10_000_000u64,
+            now in 0..20_000_000u64,
+        ) {
+            let model = RewardModel::default();
             let e = Estimate {
-                good: (next() % 50) as f64 / 10.0,
-                bad: (next() % 50) as f64 / 10.0,
-                at_ms: next() % 10_000_000,
+                good: f64::from(good) / 10.0,
+                bad: f64::from(bad) / 10.0,
+                at_ms,
             };
-            let now = next() % 20_000_000;
             let full = model.score(&e, now);
             let expect = (full.clamp(0.0, 1.0) * 10.0).round() as u8;
-            assert_eq!(score(&model, &e, now), expect, "{e:?} at {now}");
+            proptest::prop_assert_eq!(score(&model, &e, now), expect, "{:?} at {}", e, now);
         }
     }
 }

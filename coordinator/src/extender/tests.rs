@@ -364,34 +364,44 @@ fn malformed_bodies_get_a_well_formed_error_and_a_400() {
     .iter()
     .map(|s| s.as_bytes().to_vec())
     .collect();
-    // Truncations of a valid body and a few byte flips: never a panic.
+    // Truncations of a valid body: never a panic.
     let valid = full_args(POLICY, &["n1", "n2"]);
     bodies.extend((0..valid.len()).step_by(7).map(|n| valid[..n].to_vec()));
-    let mut x = 0x2545_F491_4F6C_DD1Du64;
-    for _ in 0..300 {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        let mut b = valid.clone();
-        let i = (x as usize) % b.len();
-        b[i] = (x >> 32) as u8;
-        bodies.push(b);
-    }
     for body in bodies {
-        for h in [ext.filter(&body), ext.prioritize(&body), ext.preempt(&body)] {
-            let v: serde_json::Value = serde_json::from_slice(&h.reply.body).unwrap();
-            if h.reply.status == 200 {
-                continue; // a flip that kept the body valid
-            }
-            assert_eq!(h.reply.status, 400);
-            assert_eq!(h.outcome, Outcome::Malformed);
-            assert!(!v["Error"].as_str().unwrap().is_empty(), "{v}");
-        }
+        assert_every_verb_answers_json(&ext, &body);
     }
     let r: ExtenderFilterResult = serde_json::from_slice(&ext.filter(b"{}").reply.body).unwrap();
     assert!(r.error.contains("NodeNames"), "{}", r.error);
     assert_eq!(r.nodes, None);
     assert_eq!(r.node_names, None);
+}
+
+/// Every verb answers `body` with JSON: a 200, or a 400 saying what is wrong.
+fn assert_every_verb_answers_json(ext: &Extender, body: &[u8]) {
+    for h in [ext.filter(body), ext.prioritize(body), ext.preempt(body)] {
+        let v: serde_json::Value = serde_json::from_slice(&h.reply.body).unwrap();
+        if h.reply.status == 200 {
+            continue; // a change that kept the body valid
+        }
+        assert_eq!(h.reply.status, 400);
+        assert_eq!(h.outcome, Outcome::Malformed);
+        assert!(!v["Error"].as_str().unwrap().is_empty(), "{v}");
+    }
+}
+
+proptest::proptest! {
+    /// A valid body with bytes overwritten: never a panic, always a JSON answer.
+    #[test]
+    fn damaged_bodies_get_a_json_answer(
+        flips in proptest::collection::vec((proptest::prelude::any::<usize>(), proptest::prelude::any::<u8>()), 1..4),
+    ) {
+        let mut body = full_args(POLICY, &["n1", "n2"]);
+        for (at, byte) in flips {
+            let i = at % body.len();
+            body[i] = byte;
+        }
+        assert_every_verb_answers_json(&fresh(&[("n1", 5.0)]), &body);
+    }
 }
 
 #[test]
@@ -503,54 +513,47 @@ fn preempt_drops_the_nodes_the_pods_policy_refuses_in_both_modes() {
     assert_eq!(r.node_name_to_meta_victims.map(|m| m.len()), Some(2));
 }
 
-/// The allocation-free check agrees with the policy module's evaluation.
-#[test]
-fn fast_violation_check_agrees_with_rule_evaluation() {
-    use telemesh_core::policy::{LogicalOperator, Operator, Rule};
-    let mut x = 0x9E37_79B9_7F4A_7C15u64;
-    let mut next = move || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x
-    };
-    let ops = [Operator::Equals, Operator::LessThan, Operator::GreaterThan];
-    let policy = seed_policy();
-    for _ in 0..2_000 {
-        let rules: Vec<Rule> = (0..1 + next() % 3)
-            .map(|i| Rule {
+proptest::proptest! {
+    /// The allocation-free check agrees with the policy module's evaluation, for any rule set
+    /// over three metrics and any readings of them (fresh, stale or missing).
+    #[test]
+    fn fast_violation_check_agrees_with_rule_evaluation(
+        rules in proptest::collection::vec((0..3usize, 0..5u8), 1..=3),
+        all_of in proptest::prelude::any::<bool>(),
+        metrics in proptest::collection::vec(proptest::option::of((0..5u8, proptest::prelude::any::<bool>())), 3),
+    ) {
+        use telemesh_core::policy::{LogicalOperator, Operator, Rule};
+        let ops = [Operator::Equals, Operator::LessThan, Operator::GreaterThan];
+        let policy = seed_policy();
+        let rules: Vec<Rule> = rules
+            .iter()
+            .enumerate()
+            .map(|(i, &(op, target))| Rule {
                 metric: format!("m{i}"),
-                operator: ops[(next() % 3) as usize],
-                target: (next() % 5) as f64,
+                operator: ops[op],
+                target: f64::from(target),
             })
             .collect();
-        let logical = if next() % 2 == 0 {
-            LogicalOperator::AnyOf
-        } else {
-            LogicalOperator::AllOf
-        };
+        let logical = if all_of { LogicalOperator::AllOf } else { LogicalOperator::AnyOf };
         let set = RuleSet { logical, rules };
         let reasons = filter::Reasons::new(&policy, &set);
-        let mut kvs: Vec<(String, String)> = Vec::new();
-        for i in 0..3 {
-            if next() % 4 == 0 {
-                continue; // missing
-            }
-            let at = if next() % 5 == 0 { 0 } else { 1_000_000 };
-            kvs.push((format!("m:m{i}"), format!("{}@{at}", next() % 5)));
-        }
+        let kvs: Vec<(String, String)> = metrics
+            .iter()
+            .enumerate()
+            .filter_map(|(i, m)| {
+                let (value, stale) = (*m)?;
+                let at = if stale { 0 } else { 1_000_000 };
+                Some((format!("m:m{i}"), format!("{value}@{at}")))
+            })
+            .collect();
         let state = NodeState::from_key_values(kvs.iter().map(|(k, v)| (k.as_str(), v.as_str())));
         let snap = Snapshot::from_entries([NodeEntry::new("n", 1, Liveness::Live, state)]);
         let readings = snap.readings("n", 1_000_500, Duration::from_secs(1));
         for unknown in [Unknown::NotViolating, Unknown::Violating] {
             let verdict = set.evaluate(&readings, unknown);
-            assert_eq!(
-                set.violated(&readings, unknown),
-                verdict.violated,
-                "{set:?} {kvs:?} {unknown:?}"
-            );
+            proptest::prop_assert_eq!(set.violated(&readings, unknown), verdict.violated);
             if verdict.violated {
-                assert_eq!(
+                proptest::prop_assert_eq!(
                     reasons.reason(&set, &readings, unknown),
                     verdict.reason(&policy.key(), "dontschedule")
                 );
@@ -1218,6 +1221,7 @@ mod scavengers {
 /// the view does not know, reward estimates on some nodes only, candidates in any order with
 /// repeats, and snapshots whose columns were built ahead by [`Snapshot::warm_like`].
 mod located {
+    use proptest::prelude::*;
     use telemesh_core::reward::RewardModel;
 
     use super::*;
@@ -1227,98 +1231,202 @@ mod located {
     const NOW: u64 = 10_000_000;
     const TYPE: &str = "health-metric-demo/demo";
 
-    fn random_view(next: &mut impl FnMut() -> u64, n: u64) -> Vec<NodeEntry> {
-        (0..n)
-            .map(|i| {
-                let mut kvs = vec![("role".to_owned(), "agent".to_owned())];
-                if !next().is_multiple_of(5) {
-                    // Up to a minute old, or a little in the future.
-                    let at = NOW + 5_000 - next() % 65_000;
-                    kvs.push(("m:node_metric".into(), format!("{}@{at}", next() % 30)));
-                }
-                if !next().is_multiple_of(3) {
-                    let (good, bad) = ((next() % 8) as f64 * 0.5, (next() % 8) as f64 * 0.5);
-                    let at = NOW - next() % 600_000;
-                    kvs.push((format!("r:{TYPE}"), format!("{good},{bad}@{at}")));
-                }
-                let state =
-                    NodeState::from_key_values(kvs.iter().map(|(k, v)| (k.as_str(), v.as_str())));
-                NodeEntry::new(&format!("n{i}"), 1, Liveness::Live, state)
-            })
-            .collect()
+    /// A node's metric (value, and how long before `NOW` it was measured: up to a minute,
+    /// or a little in the future) and its reward estimate for `TYPE` (good, bad in halves, age).
+    type NodeSpec = (Option<(u8, i64)>, Option<(u8, u8, u64)>);
+
+    fn node_spec() -> impl Strategy<Value = NodeSpec> {
+        (
+            proptest::option::weighted(0.8, (0..30u8, -5_000..60_000i64)),
+            proptest::option::weighted(0.67, (0..8u8, 0..8u8, 0..600_000u64)),
+        )
     }
 
-    #[test]
-    fn located_answers_equal_direct_lookups() {
-        let mut x = 0x2545_F491_4F6C_DD1Du64;
-        let mut next = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+    fn view_of(specs: &[NodeSpec]) -> Snapshot {
+        Snapshot::from_entries(specs.iter().enumerate().map(|(i, (metric, estimate))| {
+            let mut kvs = vec![("role".to_owned(), "agent".to_owned())];
+            if let Some((value, age)) = metric {
+                let at = NOW as i64 - age;
+                kvs.push(("m:node_metric".into(), format!("{value}@{at}")));
+            }
+            if let Some((good, bad, age)) = estimate {
+                let (good, bad) = (f64::from(*good) * 0.5, f64::from(*bad) * 0.5);
+                kvs.push((format!("r:{TYPE}"), format!("{good},{bad}@{}", NOW - age)));
+            }
+            let state =
+                NodeState::from_key_values(kvs.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+            NodeEntry::new(&format!("n{i}"), 1, Liveness::Live, state)
+        }))
+    }
+
+    /// Every located answer on `view` equals the direct one, for candidates `n<k>` (some of
+    /// which the view does not know).
+    fn assert_located_equals_direct(view: &Snapshot, picks: &[u8]) {
         let policy = seed_policy();
         let rules = policy.dont_schedule.as_ref().unwrap();
         let rule = policy.schedule_on_metric.as_ref().unwrap();
         let model = RewardModel::default();
-        let mut previous = Snapshot::default();
-        for _ in 0..300 {
-            let n = 1 + next() % 40;
-            let view = Snapshot::from_entries(random_view(&mut next, n));
-            if next() % 2 == 0 {
-                // Columns built ahead, from the previous snapshot's requests.
-                view.warm_like(&previous);
-            }
-            let names: Vec<NodeName<'_>> = (0..next() % 50)
-                .map(|_| NodeName::Decoded(format!("n{}", next() % (n + 5)).into()))
-                .collect();
-            let candidates = Candidates::Names(names);
-            let positions = view.locate((0..candidates.len()).map(|i| candidates.name(i)));
-            for unknown in [Unknown::NotViolating, Unknown::Violating] {
-                for unknown_score in [UnknownScore::Neutral, UnknownScore::Zero] {
-                    let settings = Settings {
-                        unknown,
-                        unknown_score,
-                        ..Settings::default()
-                    };
-                    let direct = filter::filter(&view, &policy, rules, &candidates, &settings, NOW);
-                    let located =
-                        filter::filter_located(&view, &positions, &policy, rules, &settings, NOW);
-                    assert_eq!(direct, located);
-                    for floor in [0.3, 0.6] {
-                        let (mut d, mut l) = (direct.clone(), located.clone());
-                        let a = reward::apply_floor(
-                            &view,
-                            TYPE,
-                            floor,
-                            &model,
-                            &candidates,
-                            &mut d,
-                            NOW,
-                        );
-                        let b = reward::apply_floor_located(
-                            &view,
-                            &positions,
-                            TYPE,
-                            floor,
-                            &model,
-                            &candidates,
-                            &mut l,
-                            NOW,
-                        );
-                        assert_eq!((a, d), (b, l));
-                    }
-                    assert_eq!(
-                        prioritize::prioritize(&view, rule, &candidates, &settings, NOW),
-                        prioritize::prioritize_located(&view, &positions, rule, &settings, NOW)
+        let names: Vec<NodeName<'_>> = picks
+            .iter()
+            .map(|k| NodeName::Decoded(format!("n{k}").into()))
+            .collect();
+        let candidates = Candidates::Names(names);
+        let positions = view.locate((0..candidates.len()).map(|i| candidates.name(i)));
+        for unknown in [Unknown::NotViolating, Unknown::Violating] {
+            for unknown_score in [UnknownScore::Neutral, UnknownScore::Zero] {
+                let settings = Settings {
+                    unknown,
+                    unknown_score,
+                    ..Settings::default()
+                };
+                let direct = filter::filter(view, &policy, rules, &candidates, &settings, NOW);
+                let located =
+                    filter::filter_located(view, &positions, &policy, rules, &settings, NOW);
+                assert_eq!(direct, located);
+                for floor in [0.3, 0.6] {
+                    let (mut d, mut l) = (direct.clone(), located.clone());
+                    let a =
+                        reward::apply_floor(view, TYPE, floor, &model, &candidates, &mut d, NOW);
+                    let b = reward::apply_floor_located(
+                        view,
+                        &positions,
+                        TYPE,
+                        floor,
+                        &model,
+                        &candidates,
+                        &mut l,
+                        NOW,
                     );
+                    assert_eq!((a, d), (b, l));
                 }
+                assert_eq!(
+                    prioritize::prioritize(view, rule, &candidates, &settings, NOW),
+                    prioritize::prioritize_located(view, &positions, rule, &settings, NOW)
+                );
             }
-            assert_eq!(
-                reward::scores(&view, TYPE, &candidates, &model, NOW),
-                reward::scores_located(&positions, &view.reward_column(TYPE), &model, NOW)
+        }
+        assert_eq!(
+            reward::scores(view, TYPE, &candidates, &model, NOW),
+            reward::scores_located(&positions, &view.reward_column(TYPE), &model, NOW)
+        );
+    }
+
+    proptest! {
+        /// On a snapshot as it is published, and on its successor with columns built ahead from
+        /// the first's requests (or not), a call's located answers are the direct lookups'.
+        #[test]
+        fn located_answers_equal_direct_lookups(
+            first in proptest::collection::vec(node_spec(), 1..=40),
+            second in proptest::collection::vec(node_spec(), 1..=40),
+            warm in any::<bool>(),
+            picks in proptest::collection::vec(0..45u8, 0..50),
+        ) {
+            let first = view_of(&first);
+            assert_located_equals_direct(&first, &picks);
+            let second = view_of(&second);
+            if warm {
+                second.warm_like(&first);
+            }
+            assert_located_equals_direct(&second, &picks);
+        }
+    }
+}
+
+/// The hand-written replies are the JSON serde writes for the same answer, whatever the names
+/// (quotes, backslashes, control characters, any Unicode) and reasons, in both request modes.
+mod encoding {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::extender::filter::FilterDecision;
+    use crate::extender::parse::parse_args;
+
+    /// Distinct names (kube-scheduler never sends one twice) in any order, each passed (`None`)
+    /// or refused for a reason.
+    fn fates() -> impl Strategy<Value = Vec<(String, Option<String>)>> {
+        proptest::collection::btree_map(
+            any::<String>(),
+            proptest::option::of(any::<String>()),
+            0..12,
+        )
+        .prop_map(|m| m.into_iter().collect::<Vec<_>>())
+        .prop_shuffle()
+    }
+
+    fn decision(fates: &[(String, Option<String>)]) -> FilterDecision {
+        let mut d = FilterDecision::default();
+        for (i, (_, fate)) in fates.iter().enumerate() {
+            match fate {
+                None => d.passed.push(i),
+                Some(reason) => d.failed.push((i, reason.clone())),
+            }
+        }
+        d
+    }
+
+    /// What serde writes for the answer `fates` describes (`full`: the nodes echoed whole).
+    fn serde_filter(fates: &[(String, Option<String>)], full: bool) -> Vec<u8> {
+        let passed = fates.iter().filter(|(_, f)| f.is_none()).map(|(n, _)| n);
+        let result = ExtenderFilterResult {
+            nodes: full.then(|| NodeList {
+                items: passed.clone().map(|n| node(n)).collect(),
+                metadata: Default::default(),
+            }),
+            node_names: (!full).then(|| passed.cloned().collect()),
+            failed_and_unresolvable_nodes: fates
+                .iter()
+                .filter_map(|(n, f)| Some((n.clone(), f.clone()?)))
+                .collect(),
+            ..Default::default()
+        };
+        serde_json::to_vec(&result).unwrap()
+    }
+
+    /// The reply as a JSON value, to compare without regard to key order (a refusal map is
+    /// written in input order, serde's in name order, and Go reads either into its map). The
+    /// node list's `apiVersion` and `kind` are left out: k8s-openapi always writes them, Go's
+    /// `v1.NodeList` (kube-scheduler's, TAS's) omits them empty, and the extender answers as TAS
+    /// does (`captured_tas_style_request_gets_the_expected_response`).
+    fn value(body: &[u8]) -> serde_json::Value {
+        let mut v: serde_json::Value = serde_json::from_slice(body).unwrap();
+        if let Some(list) = v.get_mut("Nodes").and_then(|n| n.as_object_mut()) {
+            list.remove("apiVersion");
+            list.remove("kind");
+        }
+        v
+    }
+
+    proptest! {
+        #[test]
+        fn filter_replies_are_what_serde_writes(fates in fates(), full in any::<bool>()) {
+            let names: Vec<&str> = fates.iter().map(|(n, _)| n.as_str()).collect();
+            let body = if full { full_args(POLICY, &names) } else { names_args(POLICY, &names) };
+            let args = parse_args(&body).unwrap();
+            prop_assert_eq!(args.candidates.names(), names.clone());
+            let hand = encode_filter(&args.candidates, &decision(&fates));
+            prop_assert_eq!(value(&hand), value(&serde_filter(&fates, full)));
+        }
+
+        #[test]
+        fn prioritize_replies_are_byte_for_byte_what_serde_writes(
+            scored in proptest::collection::btree_map(any::<String>(), 0..=10u8, 0..12)
+                .prop_map(|m| m.into_iter().collect::<Vec<_>>())
+                .prop_shuffle(),
+            full in any::<bool>(),
+        ) {
+            let names: Vec<&str> = scored.iter().map(|(n, _)| n.as_str()).collect();
+            let body = if full { full_args(POLICY, &names) } else { names_args(POLICY, &names) };
+            let args = parse_args(&body).unwrap();
+            let scores: Vec<u8> = scored.iter().map(|(_, s)| *s).collect();
+            let list: Vec<HostPriority> = scored
+                .iter()
+                .map(|(n, s)| HostPriority { host: n.clone(), score: i64::from(*s) })
+                .collect();
+            let hand = encode_priorities(&args.candidates, &scores);
+            prop_assert_eq!(
+                String::from_utf8(hand).unwrap(),
+                serde_json::to_string(&list).unwrap()
             );
-            previous = view;
         }
     }
 }
