@@ -5,9 +5,9 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use telemesh_core::cli::{CommonArgs, GossipArgs, RewardModelArgs, parse_duration};
 use telemesh_core::policy::Unknown;
 use telemesh_core::reward::{RewardModel, SignalSettings};
+use telemesh_runtime::cli::{CommonArgs, GossipArgs, RewardModelArgs, parse_duration};
 
 use crate::enforcement::label_cleanup::LabelCleanup;
 
@@ -45,7 +45,7 @@ pub struct Cli {
     #[arg(long, env = "TELEMESH_HTTP_LISTEN", default_value = "127.0.0.1:9464")]
     pub http_listen: SocketAddr,
     #[command(flatten)]
-    pub http_timeouts: telemesh_core::door::TimeoutArgs,
+    pub http_timeouts: telemesh_runtime::door::TimeoutArgs,
     /// UDP address the QUIC server listens on (needs --quic-ca, --quic-cert, --quic-key).
     #[arg(long, env = "TELEMESH_QUIC_LISTEN")]
     pub quic_listen: Option<SocketAddr>,
@@ -171,7 +171,7 @@ pub struct RewardConfig {
     pub state_file: Option<PathBuf>,
 }
 
-pub use telemesh_core::cli::{GossipSecurity, GossipSettings, GossipSettingsError};
+pub use telemesh_runtime::cli::{GossipSecurity, GossipSettings, GossipSettingsError};
 
 /// QUIC server settings: all three PEM files are needed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -204,7 +204,7 @@ pub struct Config {
     /// HTTP address.
     pub http_listen: SocketAddr,
     /// HTTP header and body deadlines.
-    pub http_timeouts: telemesh_core::door::TimeoutArgs,
+    pub http_timeouts: telemesh_runtime::door::TimeoutArgs,
     /// QUIC, when enabled.
     pub quic: Option<QuicConfig>,
     /// Prometheus endpoints.

@@ -27,7 +27,7 @@ fn main() -> ExitCode {
 }
 
 async fn run(cli: Cli) -> ExitCode {
-    telemesh_core::telemetry::init(cli.common.log_format, "info");
+    telemesh_runtime::telemetry::init(cli.common.log_format, "info");
     let config = match Config::try_from(cli) {
         Ok(c) => c,
         Err(e) => {
@@ -43,7 +43,7 @@ async fn run(cli: Cli) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    telemesh_core::shutdown::wait_for_signal().await;
+    telemesh_runtime::shutdown::wait_for_signal().await;
     tracing::info!("stopping: leaving the gossip");
     agent.shutdown().await;
     ExitCode::SUCCESS

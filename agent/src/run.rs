@@ -12,12 +12,12 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::reflector::Store;
 use parking_lot::RwLock;
 use prometheus_client::registry::Registry;
-use telemesh_core::client::kube_client;
-use telemesh_core::door::{Connections, Door, DoorMetrics, DoorName, Limits};
 use telemesh_core::gossip::{GossipMember, Member, StateKey};
 use telemesh_core::pod::PodFigures;
-use telemesh_core::quic::server::{Handler, HandlerFuture, QuicServer};
 use telemesh_core::wire::Response;
+use telemesh_runtime::client::kube_client;
+use telemesh_runtime::door::{Connections, Door, DoorMetrics, DoorName, Limits};
+use telemesh_runtime::quic::server::{Handler, HandlerFuture, QuicServer};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -83,7 +83,7 @@ pub async fn start(config: Config, stop: CancellationToken) -> anyhow::Result<Ag
     // `telemesh_agent_`.
     let mut registry = Registry::default();
     let metrics = AgentMetrics::register(registry.sub_registry_with_prefix("telemesh_agent"));
-    telemesh_core::process_metrics::register(&mut registry, "telemesh-agent");
+    telemesh_runtime::process_metrics::register(&mut registry, "telemesh-agent");
 
     // Gossip first: it works without the API server.
     let member = join_gossip(&config).await?;
@@ -92,7 +92,7 @@ pub async fn start(config: Config, stop: CancellationToken) -> anyhow::Result<Ag
     let counters = member.counters();
     let gossip: SharedGossip = Arc::new(tokio::sync::Mutex::new(Some(member)));
 
-    let user_agent = telemesh_core::client::user_agent(
+    let user_agent = telemesh_runtime::client::user_agent(
         "telemesh-agent",
         env!("CARGO_PKG_VERSION"),
         &config.node_name,
@@ -267,12 +267,12 @@ async fn serve_quic(
     tasks: &TaskTracker,
     stop: &CancellationToken,
 ) -> anyhow::Result<SocketAddr> {
-    let files = telemesh_core::quic::tls::TlsFiles {
+    let files = telemesh_runtime::quic::tls::TlsFiles {
         ca: quic.ca.clone(),
         cert_chain: quic.cert.clone(),
         key: quic.key.clone(),
     };
-    let tls = telemesh_core::quic::tls::server_config(&files).context("QUIC TLS")?;
+    let tls = telemesh_runtime::quic::tls::server_config(&files).context("QUIC TLS")?;
     let handler = Arc::new(QuicHandler {
         node_name: node_name.to_owned(),
         pods: latest_pods.clone(),
@@ -330,7 +330,7 @@ async fn serve_http(
         header_timeout: config.http_timeouts.http_header_timeout,
         metrics,
     };
-    tasks.spawn(telemesh_core::door::serve(
+    tasks.spawn(telemesh_runtime::door::serve(
         listener,
         door.guard(crate::http::router(state)),
         connections,

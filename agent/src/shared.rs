@@ -58,7 +58,7 @@ pub async fn write_client(
     kubeconfig: Option<&Path>,
     user_agent: &http::HeaderValue,
 ) -> anyhow::Result<kube::Client> {
-    let mut config = telemesh_core::client::kube_config(kubeconfig, user_agent).await?;
+    let mut config = telemesh_runtime::client::kube_config(kubeconfig, user_agent).await?;
     config.default_retry = false;
     kube::Client::try_from(config).context("building the Kubernetes client")
 }

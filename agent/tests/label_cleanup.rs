@@ -62,7 +62,7 @@ struct Env {
 
 impl Env {
     async fn on_sim() -> Self {
-        telemesh_core::telemetry::init(telemesh_core::cli::LogFormat::Text, "warn");
+        telemesh_runtime::telemetry::init(telemesh_runtime::cli::LogFormat::Text, "warn");
         let sim = telemesh_sim::Sim::start(Default::default()).await.unwrap();
         telemesh_sim::nodes::create_nodes(&sim.server, 2).unwrap();
         let dir = tempfile::tempdir().unwrap();
@@ -75,7 +75,7 @@ impl Env {
     /// None, after printing `SKIPPED`, without the control-plane binaries.
     async fn on_real_control_plane(test: &str) -> Option<Self> {
         let binaries = binaries::for_test(test)?;
-        telemesh_core::telemetry::init(telemesh_core::cli::LogFormat::Text, "warn");
+        telemesh_runtime::telemetry::init(telemesh_runtime::cli::LogFormat::Text, "warn");
         let dir = tempfile::tempdir().unwrap();
         let plane = ControlPlane::start(ControlPlaneConfig::new(
             binaries,

@@ -177,7 +177,7 @@ struct Cluster {
 impl Cluster {
     /// sim, with the tokens in its table and the manifests' RBAC as its rules.
     async fn on_sim() -> Self {
-        telemesh_core::telemetry::init(telemesh_core::cli::LogFormat::Text, "warn");
+        telemesh_runtime::telemetry::init(telemesh_runtime::cli::LogFormat::Text, "warn");
         let docs = shipped_manifests();
         let agent = || UserInfo::service_account(AGENT_NS, AGENT_SA);
         let admin = UserInfo {
@@ -245,7 +245,7 @@ impl Cluster {
     /// Pod on node A and real tokens; None when the binaries are not there (the test skips).
     async fn on_real_control_plane(test: &str) -> Option<Self> {
         let binaries = binaries::for_test(test)?;
-        telemesh_core::telemetry::init(telemesh_core::cli::LogFormat::Text, "warn");
+        telemesh_runtime::telemetry::init(telemesh_runtime::cli::LogFormat::Text, "warn");
         let dir = tempfile::tempdir().unwrap();
         let plane = ControlPlane::start(ControlPlaneConfig::new(binaries, dir.path().to_owned()))
             .await

@@ -126,7 +126,7 @@ async fn round(auth: bool, actions: usize, clients: usize) {
 }
 
 fn main() {
-    telemesh_core::telemetry::init(telemesh_core::cli::LogFormat::Text, "error");
+    telemesh_runtime::telemetry::init(telemesh_runtime::cli::LogFormat::Text, "error");
     let actions = env_usize("ACTIONS", 5_000);
     let clients = env_usize("CLIENTS", 64);
     let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -543,7 +543,7 @@ async fn run(nodes: usize, replicas: usize, warmup: usize, moves: usize) {
 }
 
 fn main() {
-    telemesh_core::telemetry::init(telemesh_core::cli::LogFormat::Text, "error");
+    telemesh_runtime::telemetry::init(telemesh_runtime::cli::LogFormat::Text, "error");
     let nodes = env_usize("NODES", 4);
     let replicas = env_usize("REPLICAS", 3);
     let warmup = env_usize("WARMUP", 2);

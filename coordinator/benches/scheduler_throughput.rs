@@ -239,10 +239,10 @@ async fn start_extender(
             if mode == Mode::HttpsH2 {
                 config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
             }
-            let connections = telemesh_core::door::Connections {
-                door: telemesh_core::door::DoorName::Extender,
+            let connections = telemesh_runtime::door::Connections {
+                door: telemesh_runtime::door::DoorName::Extender,
                 header_timeout: Duration::from_secs(30),
-                metrics: telemesh_core::door::DoorMetrics::default(),
+                metrics: telemesh_runtime::door::DoorMetrics::default(),
             };
             tasks.spawn(serve_tls(
                 listener,

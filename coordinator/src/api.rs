@@ -22,10 +22,10 @@ use axum::routing::get;
 use http::StatusCode;
 use serde_json::{Value, json};
 use telemesh_core::gossip::Liveness;
-use telemesh_core::quic::client::QuicClient;
 use telemesh_core::reward::{Estimate, RewardModel};
 use telemesh_core::scavenge::ScavengerPod;
 use telemesh_core::wire::{Request, Response as WireResponse};
+use telemesh_runtime::quic::client::QuicClient;
 
 use crate::extender::reward;
 use crate::view::{ClusterView, NodeEntry, Snapshot};

@@ -5,8 +5,8 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
-use telemesh_core::cli::{CommonArgs, GossipArgs, RewardModelArgs, parse_duration};
 use telemesh_core::policy::Unknown;
+use telemesh_runtime::cli::{CommonArgs, GossipArgs, RewardModelArgs, parse_duration};
 
 use crate::actions::auth::AuthMode;
 use crate::extender::http::{Paths, TlsFiles};
@@ -160,13 +160,13 @@ pub struct Cli {
     pub doors: crate::doors::DoorArgs,
 }
 
-pub use telemesh_core::cli::{GossipSecurity, GossipSettings, GossipSettingsError};
+pub use telemesh_runtime::cli::{GossipSecurity, GossipSettings, GossipSettingsError};
 
 /// QUIC client settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct QuicSettings {
     /// CA, certificate and key files.
-    pub files: telemesh_core::quic::tls::TlsFiles,
+    pub files: telemesh_runtime::quic::tls::TlsFiles,
     /// Local bind address.
     pub bind: SocketAddr,
     /// Agents' QUIC port fallback.
@@ -349,7 +349,7 @@ impl TryFrom<Cli> for Config {
         };
         let quic = match (cli.quic_ca, cli.quic_cert, cli.quic_key) {
             (Some(ca), Some(cert_chain), Some(key)) => Some(QuicSettings {
-                files: telemesh_core::quic::tls::TlsFiles {
+                files: telemesh_runtime::quic::tls::TlsFiles {
                     ca,
                     cert_chain,
                     key,

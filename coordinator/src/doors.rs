@@ -1,5 +1,5 @@
 //! The coordinator's HTTP doors and their limits: the extender, the JSON API, `/rpc` and the
-//! health port, each behind a [`telemesh_core::door::Door`].
+//! health port, each behind a [`telemesh_runtime::door::Door`].
 //!
 //! Rate limits apply per client address to the JSON API and `/rpc` only. The extender is not
 //! rate-limited: kube-scheduler calls it once per verb per scheduling cycle, as fast as pods
@@ -13,7 +13,7 @@
 
 use std::sync::Arc;
 
-use telemesh_core::door::{Connections, Door, DoorMetrics, DoorName, Limits, Rate, TimeoutArgs};
+use telemesh_runtime::door::{Connections, Door, DoorMetrics, DoorName, Limits, Rate, TimeoutArgs};
 
 /// Default of `--extender-max-body-mib`. A full-node request (`nodeCacheCapable: false`)
 /// carries every candidate Node. sim's Node (`telemesh_sim::nodes::node_object`) is 1.1 kB;

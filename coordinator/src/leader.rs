@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use kube::Client;
 use kube_lease_manager::LeaseManagerBuilder;
-use telemesh_core::cli::parse_duration;
+use telemesh_runtime::cli::parse_duration;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
@@ -184,9 +184,9 @@ where
 
     let (store, writer) = reflector::store::<K>();
     let task = tokio::spawn(async move {
-        let mut changes = telemesh_core::watch_backoff::backoff(reflector::reflector(
+        let mut changes = telemesh_runtime::watch_backoff::backoff(reflector::reflector(
             writer,
-            telemesh_core::store_watch::watcher_for_store(api, watcher::Config::default()),
+            telemesh_runtime::store_watch::watcher_for_store(api, watcher::Config::default()),
         ))
         .touched_objects()
         .boxed();

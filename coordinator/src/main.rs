@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
-    telemesh_core::telemetry::init(cli.common.log_format, "info");
+    telemesh_runtime::telemetry::init(cli.common.log_format, "info");
     let config = match Config::try_from(cli) {
         Ok(config) => config,
         Err(e) => {
@@ -26,7 +26,7 @@ async fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    telemesh_core::shutdown::wait_for_signal().await;
+    telemesh_runtime::shutdown::wait_for_signal().await;
     tracing::info!("stopping");
     stop.cancel();
     coordinator.shutdown().await;

@@ -116,7 +116,7 @@ impl PolicyCache {
         stop: CancellationToken,
     ) {
         let api: kube::Api<TASPolicy> = kube::Api::all(client);
-        let mut stream = telemesh_core::watch_backoff::backoff(watcher::watcher(
+        let mut stream = telemesh_runtime::watch_backoff::backoff(watcher::watcher(
             api,
             watcher::Config::default(),
         ))

@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use prometheus_client::registry::Registry;
-use telemesh_core::door::{DoorMetrics, DoorName};
 use telemesh_core::gossip::GossipMember;
-use telemesh_core::quic::client::QuicClient;
+use telemesh_runtime::door::{DoorMetrics, DoorName};
+use telemesh_runtime::quic::client::QuicClient;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -103,7 +103,7 @@ impl Coordinator {
     }
 }
 
-pub use telemesh_core::client::kube_client;
+pub use telemesh_runtime::client::kube_client;
 
 /// This replica's gossip members.
 struct Joined {
@@ -156,10 +156,10 @@ fn serve_http(
     tasks: &TaskTracker,
     listener: TcpListener,
     app: axum::Router,
-    connections: telemesh_core::door::Connections,
+    connections: telemesh_runtime::door::Connections,
     stop: CancellationToken,
 ) {
-    tasks.spawn(telemesh_core::door::serve(
+    tasks.spawn(telemesh_runtime::door::serve(
         listener,
         app,
         connections,
@@ -199,7 +199,7 @@ pub async fn start(config: Config, stop: CancellationToken) -> anyhow::Result<Co
     // The root registry holds the unprefixed standard process metrics; ours are under
     // `telemesh_coordinator_`.
     let mut root = Registry::default();
-    telemesh_core::process_metrics::register(&mut root, "telemesh-coordinator");
+    telemesh_runtime::process_metrics::register(&mut root, "telemesh-coordinator");
     let registry = root.sub_registry_with_prefix("telemesh_coordinator");
     let extender_metrics = ExtenderMetrics::register(registry.sub_registry_with_prefix("extender"));
     let view_metrics = ViewMetrics::register(registry.sub_registry_with_prefix("view"));
@@ -247,7 +247,7 @@ pub async fn start(config: Config, stop: CancellationToken) -> anyhow::Result<Co
     .await;
 
     let policies = PolicyCache::default();
-    let user_agent = telemesh_core::client::user_agent(
+    let user_agent = telemesh_runtime::client::user_agent(
         "telemesh-coordinator",
         env!("CARGO_PKG_VERSION"),
         &config.replica_name,
@@ -350,7 +350,7 @@ pub async fn start(config: Config, stop: CancellationToken) -> anyhow::Result<Co
     // The JSON API.
     let agents = match &config.quic {
         Some(q) => {
-            let tls = telemesh_core::quic::tls::client_config(&q.files).context("QUIC TLS")?;
+            let tls = telemesh_runtime::quic::tls::client_config(&q.files).context("QUIC TLS")?;
             let client = QuicClient::bind(tls, q.bind).context("QUIC client")?;
             Some(AgentLink {
                 client,

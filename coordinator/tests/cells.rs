@@ -164,7 +164,7 @@ async fn seen_by(agent: SocketAddr) -> (BTreeSet<String>, BTreeSet<String>) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn agents_gossip_in_cells_that_every_replica_serves_and_merges() {
-    telemesh_core::telemetry::init(telemesh_core::cli::LogFormat::Text, "error");
+    telemesh_runtime::telemetry::init(telemesh_runtime::cli::LogFormat::Text, "error");
     let sim = telemesh_sim::Sim::start(Default::default()).await.unwrap();
     telemesh_sim::nodes::create_nodes(&sim.server, 11).unwrap();
     let tmp = tempfile::tempdir().unwrap();
@@ -351,7 +351,7 @@ fn missing(view: &telemesh_coordinator::view::ClusterView, names: &[String]) -> 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rolling_upgrade_from_the_flat_mesh_keeps_every_node_in_view() {
-    telemesh_core::telemetry::init(telemesh_core::cli::LogFormat::Text, "error");
+    telemesh_runtime::telemetry::init(telemesh_runtime::cli::LogFormat::Text, "error");
     let sim = telemesh_sim::Sim::start(Default::default()).await.unwrap();
     telemesh_sim::nodes::create_nodes(&sim.server, 6).unwrap();
     let tmp = tempfile::tempdir().unwrap();

@@ -15,8 +15,8 @@ use axum::routing::get;
 use rustls::pki_types::pem::PemObject as _;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use telemesh_coordinator::extender::http::{TlsFiles, serve_tls, server_config};
-use telemesh_core::quic::tls::{DevCa, TlsFiles as Issued, fingerprint, provider};
 use telemesh_core::testing::{eventually, kubelet_swap};
+use telemesh_runtime::quic::tls::{DevCa, TlsFiles as Issued, fingerprint, provider};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -123,10 +123,10 @@ async fn certificates_and_client_ca_reload_without_a_restart_or_a_failed_request
         listener,
         router,
         server_config(&files).unwrap(),
-        telemesh_core::door::Connections {
-            door: telemesh_core::door::DoorName::Extender,
+        telemesh_runtime::door::Connections {
+            door: telemesh_runtime::door::DoorName::Extender,
             header_timeout: std::time::Duration::from_secs(30),
-            metrics: telemesh_core::door::DoorMetrics::default(),
+            metrics: telemesh_runtime::door::DoorMetrics::default(),
         },
         stop.clone(),
         TaskTracker::new(),

@@ -39,7 +39,7 @@ struct Env {
 
 impl Env {
     async fn start(auth: Option<Auth>) -> Self {
-        telemesh_core::telemetry::init(telemesh_core::cli::LogFormat::Text, "warn");
+        telemesh_runtime::telemetry::init(telemesh_runtime::cli::LogFormat::Text, "warn");
         let env = actions_env::start(auth, NS).await;
         add_nodes(&env.client).await;
         let (sim, client, coordinator, dir) = env.into_parts();
@@ -1112,7 +1112,7 @@ mod real {
 
     impl RealEnv {
         pub async fn start(binaries: PathBuf) -> Self {
-            telemesh_core::telemetry::init(telemesh_core::cli::LogFormat::Text, "warn");
+            telemesh_runtime::telemetry::init(telemesh_runtime::cli::LogFormat::Text, "warn");
             let dir = tempfile::tempdir().unwrap();
             let plane =
                 ControlPlane::start(ControlPlaneConfig::new(binaries, dir.path().to_owned()))

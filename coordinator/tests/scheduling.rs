@@ -19,8 +19,8 @@ use kube::api::{ListParams, PostParams};
 use telemesh_core::extender::{ExtenderArgs, ExtenderFilterResult, HostPriority, NodeList};
 use telemesh_core::policy::TASPolicy;
 use telemesh_core::policy::crd::CRD_YAML;
-use telemesh_core::quic::tls::DevCa;
 use telemesh_core::testing::eventually;
+use telemesh_runtime::quic::tls::DevCa;
 use tokio_util::sync::CancellationToken;
 
 const KEY: &str = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=";
@@ -197,7 +197,7 @@ async fn filter(addr: SocketAddr, names: &[&str]) -> ExtenderFilterResult {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn extender_answers_from_gossiped_telemetry() {
-    telemesh_core::telemetry::init(telemesh_core::cli::LogFormat::Text, "warn");
+    telemesh_runtime::telemetry::init(telemesh_runtime::cli::LogFormat::Text, "warn");
     let sim = telemesh_sim::Sim::start(Default::default()).await.unwrap();
     telemesh_sim::nodes::create_nodes(&sim.server, 3).unwrap();
     let tmp = tempfile::tempdir().unwrap();

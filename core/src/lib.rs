@@ -1,18 +1,12 @@
-//! What Telemesh's agent, coordinator and simulator share.
-//!
-//! Pure logic lives here, apart from network plumbing: command-line groups every binary
-//! flattens in ([`cli`]), logging set-up ([`telemetry`]), and, as the later issues land, CRD
-//! types, policy evaluation, the reward model, the gossip state schema and wire messages.
-//! This crate makes no Kubernetes API calls (it only builds the client, [`client`]); the
-//! binaries do.
+//! The decisions Telemesh's agent, coordinator and simulator share: CRD types, policy
+//! evaluation, the reward model, scavenger and action decisions, fit, the extender's wire types,
+//! the gossip state schema and its encodings, wire messages. The plumbing the binaries share
+//! (CLI groups, logging, the kube client, the HTTP door, QUIC, TLS reload) is `telemesh-runtime`;
+//! the gossip member and its sealed transport still live here, in [`gossip`], until they follow.
 
 pub mod action;
-pub mod backoff;
-pub mod cli;
-pub mod client;
 #[cfg(test)]
 mod crd_parity;
-pub mod door;
 pub mod extender;
 pub mod fit;
 pub mod go;
@@ -20,16 +14,9 @@ pub mod gossip;
 pub mod metric;
 pub mod pod;
 pub mod policy;
-pub mod process_metrics;
-pub mod quic;
 pub mod reload;
 pub mod reward;
 pub mod scavenge;
 pub mod selector;
-pub mod shutdown;
-pub mod store_watch;
-pub mod telemetry;
 pub mod testing;
-pub mod tls_reload;
-pub mod watch_backoff;
 pub mod wire;

@@ -144,7 +144,7 @@ pub struct WaitArgs {
     #[arg(long)]
     pub wait: bool,
     /// How long --wait waits at most.
-    #[arg(long, value_parser = telemesh_core::cli::parse_duration, default_value = "120s")]
+    #[arg(long, value_parser = telemesh_runtime::cli::parse_duration, default_value = "120s")]
     pub timeout: Duration,
 }
 

@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
-use telemesh_core::cli::{CommonArgs, parse_duration};
+use telemesh_runtime::cli::{CommonArgs, parse_duration};
 use telemesh_sim::{Auth, Sim, SimConfig, UserInfo};
 
 #[derive(Debug, Parser)]
@@ -85,7 +85,7 @@ async fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Serve(args) => {
-            telemesh_core::telemetry::init(cli.common.log_format, "info");
+            telemesh_runtime::telemetry::init(cli.common.log_format, "info");
             match serve(args).await {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
@@ -95,7 +95,7 @@ async fn main() -> ExitCode {
             }
         }
         Command::Nodes(args) => {
-            telemesh_core::telemetry::init(cli.common.log_format, "info");
+            telemesh_runtime::telemetry::init(cli.common.log_format, "info");
             match nodes(args).await {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
@@ -106,7 +106,7 @@ async fn main() -> ExitCode {
         }
         Command::Dev(args) => {
             // The story is the output; logs only for what goes wrong (RUST_LOG overrides).
-            telemesh_core::telemetry::init(cli.common.log_format, "warn");
+            telemesh_runtime::telemetry::init(cli.common.log_format, "warn");
             match dev::run(args).await {
                 Ok(true) => ExitCode::SUCCESS,
                 Ok(false) => ExitCode::FAILURE,

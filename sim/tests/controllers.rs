@@ -32,7 +32,7 @@ impl Drop for Cluster {
 }
 
 async fn cluster() -> Cluster {
-    telemesh_core::telemetry::init(telemesh_core::cli::LogFormat::Text, "warn");
+    telemesh_runtime::telemetry::init(telemesh_runtime::cli::LogFormat::Text, "warn");
     let sim = Sim::start(SimConfig::default()).await.expect("sim starts");
     let client = sim.client().await.expect("client for sim");
     let stop = CancellationToken::new();

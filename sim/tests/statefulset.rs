@@ -50,7 +50,7 @@ impl Drop for Cluster {
 }
 
 async fn cluster() -> Cluster {
-    telemesh_core::telemetry::init(telemesh_core::cli::LogFormat::Text, "warn");
+    telemesh_runtime::telemetry::init(telemesh_runtime::cli::LogFormat::Text, "warn");
     let sim = Sim::start(SimConfig::default()).await.unwrap();
     telemesh_sim::nodes::create_nodes(&sim.server, 2).unwrap();
     let client = sim.client().await.unwrap();

@@ -100,7 +100,7 @@ impl Scene {
 
     /// [`Scene::start`] on `backend`.
     async fn start_on(test: &str, backend: Backend) -> Option<Self> {
-        telemesh_core::telemetry::init(telemesh_core::cli::LogFormat::Text, "warn");
+        telemesh_runtime::telemetry::init(telemesh_runtime::cli::LogFormat::Text, "warn");
         let nodes: Vec<(&str, &str)> = NODES.iter().map(|n| (*n, "node_metric 1\n")).collect();
         match backend {
             Backend::Sim => {

@@ -47,7 +47,7 @@ fn policy(name: &str, metric: &str, operator: &str, target: &str) -> TASPolicy {
 
 /// sim with the nodes, the policies, one agent per `(node, textfile)` and two replicas.
 async fn start(nodes: &[(&str, &str)], policies: &[TASPolicy]) -> (SimEnv, Client, Mesh) {
-    telemesh_core::telemetry::init(telemesh_core::cli::LogFormat::Text, "warn");
+    telemesh_runtime::telemetry::init(telemesh_runtime::cli::LogFormat::Text, "warn");
     let env = SimEnv::start(nodes.len()).await;
     let client = env.client().await;
     telemesh_tests::cluster::install_policies(&client, NAMESPACE, policies).await;

@@ -107,7 +107,7 @@ enum Cluster {
 /// coordinator's extender; the TASPolicy, WorkloadAction and ScavengerJob CRDs; TAS's example
 /// policy; an agent per node (quick eviction, reward and pressure settings) and a coordinator.
 async fn start_cluster() -> (Cluster, Mesh, Client) {
-    telemesh_core::telemetry::init(telemesh_core::cli::LogFormat::Text, "warn");
+    telemesh_runtime::telemetry::init(telemesh_runtime::cli::LogFormat::Text, "warn");
     let env = SimEnv::start(NODES.len()).await;
     let parts = ClusterParts::start(&env, NODES.len()).await;
     let client = env.client().await;
@@ -121,7 +121,7 @@ async fn start_cluster() -> (Cluster, Mesh, Client) {
 /// [`start_cluster`] on the real control plane, its kube-scheduler calling the extender with
 /// the same shipped configuration; None (SKIPPED) without the control-plane binaries.
 async fn start_real_cluster(test: &str) -> Option<(Cluster, Mesh, Client)> {
-    telemesh_core::telemetry::init(telemesh_core::cli::LogFormat::Text, "warn");
+    telemesh_runtime::telemetry::init(telemesh_runtime::cli::LogFormat::Text, "warn");
     let mut env = RealEnv::start(test, NODES.len()).await?;
     let client = env.client().await;
     let mesh = install_and_mesh(&env, &client).await;
@@ -586,7 +586,7 @@ async fn process_metrics_are_true_of_each_process() {
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_secs_f64();
-    telemesh_core::telemetry::init(telemesh_core::cli::LogFormat::Text, "warn");
+    telemesh_runtime::telemetry::init(telemesh_runtime::cli::LogFormat::Text, "warn");
     let env = SimEnv::start(1).await;
     let mut mesh = Mesh::start(&env, &[("sim-node-0", "node_metric 1\n")], &[], 1).await;
     let targets = targets(&mut mesh).await;
@@ -644,10 +644,10 @@ async fn process_metrics_are_true_of_each_process() {
         let build = format!(
             "telemesh_build_info{{binary=\"{binary}\",version=\"{}\",revision=\"{}\"}}",
             env!("CARGO_PKG_VERSION"),
-            telemesh_core::process_metrics::REVISION
+            telemesh_runtime::process_metrics::REVISION
         );
         assert_eq!(figure(&first, &build), 1.0, "{name}");
-        for (family, kind) in telemesh_core::process_metrics::FAMILIES {
+        for (family, kind) in telemesh_runtime::process_metrics::FAMILIES {
             assert!(
                 first.contains(&format!("# TYPE {family} {kind}\n")),
                 "{name}: {family} is not a {kind}:\n{first}"

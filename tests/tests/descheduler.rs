@@ -79,7 +79,7 @@ async fn descheduler_evicts_exactly_the_affine_linked_pods_of_a_violating_node()
     else {
         return;
     };
-    telemesh_core::telemetry::init(telemesh_core::cli::LogFormat::Text, "warn");
+    telemesh_runtime::telemetry::init(telemesh_runtime::cli::LogFormat::Text, "warn");
     let env = SimEnv::start(3).await;
     let _parts = ClusterParts::start(&env, 3).await;
     let client = env.client().await;
@@ -99,7 +99,7 @@ async fn descheduler_evicts_exactly_the_affine_linked_pods_on_a_real_control_pla
     let Some(env) = RealEnv::start(TEST, 3).await else {
         return;
     };
-    telemesh_core::telemetry::init(telemesh_core::cli::LogFormat::Text, "warn");
+    telemesh_runtime::telemetry::init(telemesh_runtime::cli::LogFormat::Text, "warn");
     let client = env.client().await;
     install_example_policy(&client).await;
     env.wait_default_service_account(POLICY_NAMESPACE).await;

@@ -71,7 +71,7 @@ struct Scene {
 
 impl Scene {
     async fn start(agent_args: &[&str]) -> Self {
-        telemesh_core::telemetry::init(telemesh_core::cli::LogFormat::Text, "warn");
+        telemesh_runtime::telemetry::init(telemesh_runtime::cli::LogFormat::Text, "warn");
         let env = SimEnv::start(NODES.len()).await;
         let parts = ClusterParts::start(&env, NODES.len()).await;
         let client = env.client().await;
@@ -580,7 +580,7 @@ async fn a_coordinator_killed_while_the_scheduler_calls_leaves_the_other_answeri
     let Some(binary) = KUBE_SCHEDULER.find(test) else {
         return;
     };
-    telemesh_core::telemetry::init(telemesh_core::cli::LogFormat::Text, "warn");
+    telemesh_runtime::telemetry::init(telemesh_runtime::cli::LogFormat::Text, "warn");
     let env = SimEnv::start(NODES.len()).await;
     let _parts = ClusterParts::start(&env, NODES.len()).await;
     let client = env.client().await;
@@ -781,7 +781,7 @@ const MESH_NODES: [&str; 4] = ["sim-node-0", "sim-node-1", "sim-node-2", "sim-no
 
 /// Four agents and two coordinators gossiping through a fabric, with `args` for every member.
 async fn mesh_on_fabric(args: &[&str]) -> (SimEnv, Fabric, Mesh) {
-    telemesh_core::telemetry::init(telemesh_core::cli::LogFormat::Text, "warn");
+    telemesh_runtime::telemetry::init(telemesh_runtime::cli::LogFormat::Text, "warn");
     let env = SimEnv::start(MESH_NODES.len()).await;
     let fabric = Fabric::new();
     let texts: Vec<String> = (0..MESH_NODES.len())

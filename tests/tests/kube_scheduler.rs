@@ -72,7 +72,7 @@ impl Scene {
         opted_in: bool,
     ) -> Option<Self> {
         let binary = KUBE_SCHEDULER.find(test)?;
-        telemesh_core::telemetry::init(telemesh_core::cli::LogFormat::Text, "warn");
+        telemesh_runtime::telemetry::init(telemesh_runtime::cli::LogFormat::Text, "warn");
         let env = SimEnv::start(NODES.len()).await;
         let parts = ClusterParts::start(&env, NODES.len()).await;
         let client = env.client().await;

@@ -120,7 +120,7 @@ async fn the_page_shows_a_node_violating_a_policy_with_its_labels() {
         );
         return;
     };
-    telemesh_core::telemetry::init(telemesh_core::cli::LogFormat::Text, "warn");
+    telemesh_runtime::telemetry::init(telemesh_runtime::cli::LogFormat::Text, "warn");
     let env = SimEnv::start(NODES.len()).await;
     let parts = ClusterParts::start(&env, NODES.len()).await;
     let client = env.client().await;

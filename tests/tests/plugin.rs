@@ -49,7 +49,7 @@ struct Scene {
 
 impl Scene {
     async fn start() -> Self {
-        telemesh_core::telemetry::init(telemesh_core::cli::LogFormat::Text, "warn");
+        telemesh_runtime::telemetry::init(telemesh_runtime::cli::LogFormat::Text, "warn");
         let env = SimEnv::start(NODES.len()).await;
         let parts = ClusterParts::start(&env, NODES.len()).await;
         let client = env.client().await;
@@ -472,7 +472,7 @@ async fn every_subcommand_answers_from_the_live_cluster() {
 /// `--coordinator`, the error names the coordinator Service the API server has.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_kubeconfig_token_is_what_the_coordinators_check() {
-    telemesh_core::telemetry::init(telemesh_core::cli::LogFormat::Text, "warn");
+    telemesh_runtime::telemetry::init(telemesh_runtime::cli::LogFormat::Text, "warn");
     let user = |name: &str| telemesh_sim::apiserver::requests::auth::UserInfo {
         username: name.to_owned(),
         uid: format!("uid-{name}"),

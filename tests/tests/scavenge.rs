@@ -72,7 +72,7 @@ async fn start_replicas(
 
 /// [`start`] with `replicas` coordinators given `flags` besides [`COORDINATOR_ARGS`].
 async fn start_with(flags: &[&str], replicas: usize) -> (SimEnv, ClusterParts, Mesh, Client) {
-    telemesh_core::telemetry::init(telemesh_core::cli::LogFormat::Text, "warn");
+    telemesh_runtime::telemetry::init(telemesh_runtime::cli::LogFormat::Text, "warn");
     let env = SimEnv::start(NODES.len()).await;
     let parts = ClusterParts::start(&env, NODES.len()).await;
     let client = env.client().await;
@@ -106,7 +106,7 @@ async fn start_real_with(
 ) -> Option<(RealEnv, Mesh, Client)> {
     let env = RealEnv::start(test, NODES.len()).await?;
     // After the start: kube-apiserver's readiness polling logs failures meanwhile.
-    telemesh_core::telemetry::init(telemesh_core::cli::LogFormat::Text, "warn");
+    telemesh_runtime::telemetry::init(telemesh_runtime::cli::LogFormat::Text, "warn");
     let client = env.client().await;
     install(&client).await;
     env.create_namespace(NS).await;

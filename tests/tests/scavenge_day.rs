@@ -200,7 +200,7 @@ async fn a_day_of_scavengers_with_and_without_unsaved_work_ranking() {
     let day_seconds: f64 = seconds
         .parse()
         .expect("TELEMESH_SCAVENGE_DAY is a number of seconds");
-    telemesh_core::telemetry::init(telemesh_core::cli::LogFormat::Text, "warn");
+    telemesh_runtime::telemetry::init(telemesh_runtime::cli::LogFormat::Text, "warn");
     let speed = DAY / day_seconds;
     println!(
         "one simulated day in {day_seconds} s ({speed:.0}× real time), seed {}, queue {}, {} ScavengerJobs",

@@ -23,8 +23,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use telemesh_core::backoff::Backoff;
-pub use telemesh_core::backoff::draw;
+use telemesh_runtime::backoff::Backoff;
+pub use telemesh_runtime::backoff::draw;
 
 /// The first wait.
 pub const FIRST: Duration = Duration::from_secs(1);

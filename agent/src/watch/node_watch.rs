@@ -15,7 +15,7 @@ use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::{self, Store, reflector};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
-use telemesh_core::watch_backoff::backoff;
+use telemesh_runtime::watch_backoff::backoff;
 use tokio_util::sync::CancellationToken;
 
 /// The store of this node's metadata.

@@ -6,8 +6,8 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::reflector::{self, Store, reflector};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
-use telemesh_core::store_watch::watcher_for_store;
-use telemesh_core::watch_backoff::backoff;
+use telemesh_runtime::store_watch::watcher_for_store;
+use telemesh_runtime::watch_backoff::backoff;
 use tokio_util::sync::CancellationToken;
 
 /// Starts a reflector of this node's pods; returns its store. The task ends with `stop`.

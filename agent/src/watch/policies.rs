@@ -9,8 +9,8 @@ use kube::runtime::reflector::{self, Store, reflector};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, ResourceExt as _};
 use telemesh_core::policy::{Policy, TASPolicy};
-use telemesh_core::store_watch::watcher_for_store;
-use telemesh_core::watch_backoff::backoff;
+use telemesh_runtime::store_watch::watcher_for_store;
+use telemesh_runtime::watch_backoff::backoff;
 use tokio_util::sync::CancellationToken;
 
 /// Starts a reflector of all TASPolicies; returns its store. The task ends with `stop`.

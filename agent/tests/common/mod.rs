@@ -36,7 +36,7 @@ pub struct PolicyEnv {
 impl PolicyEnv {
     /// Starts the sim and applies `policy_files` (names under deploy/examples/).
     pub async fn start(nodes: usize, policy_files: &[&str]) -> Self {
-        telemesh_core::telemetry::init(telemesh_core::cli::LogFormat::Text, "warn");
+        telemesh_runtime::telemetry::init(telemesh_runtime::cli::LogFormat::Text, "warn");
         let sim = telemesh_sim::Sim::start(Default::default()).await.unwrap();
         telemesh_sim::nodes::create_nodes(&sim.server, nodes).unwrap();
         let client = sim.client().await.unwrap();

@@ -21,7 +21,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use telemesh_core::action::WorkloadAction;
 use telemesh_core::action::crd::CallbackStatus;
-use telemesh_core::backoff::Backoff;
+use telemesh_runtime::backoff::Backoff;
 
 use super::accept::action_json;
 

@@ -108,7 +108,7 @@ impl Placements {
     /// backing off while they last.
     pub async fn watch(self, client: Client, stop: CancellationToken) {
         let api = Api::<WorkloadAction>::all(client);
-        let mut events = telemesh_core::watch_backoff::backoff(watcher::watcher(
+        let mut events = telemesh_runtime::watch_backoff::backoff(watcher::watcher(
             api,
             watcher::Config::default(),
         ))

@@ -20,8 +20,8 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::service::TowerToHyperService;
 use rustls::pki_types::pem::PemObject as _;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-use telemesh_core::door::Connections;
-use telemesh_core::tls_reload::{
+use telemesh_runtime::door::Connections;
+use telemesh_runtime::tls_reload::{
     self, CertResolver, ClientVerifier, MaterialError, Peer, Pem, TlsMaterial,
 };
 use tokio::net::TcpListener;
@@ -218,7 +218,7 @@ fn certs(
 /// in ALPN (see below), and a client-certificate check when `client_ca` is set. Certificate, key
 /// and client CA are reloaded when their files change (cert-manager rotations), from the next
 /// handshake on, without a restart and without touching open connections
-/// ([`telemesh_core::tls_reload`]).
+/// ([`telemesh_runtime::tls_reload`]).
 pub fn server_config(files: &TlsFiles) -> Result<Arc<rustls::ServerConfig>, TlsError> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut paths = vec![files.cert.clone(), files.key.clone()];

@@ -15,9 +15,9 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use std::sync::atomic::AtomicU64;
-use telemesh_core::cli::parse_duration;
 use telemesh_core::scavenge::controller::{QueueMode, UseMode};
 use telemesh_core::scavenge::crd::Phase;
+use telemesh_runtime::cli::parse_duration;
 
 pub use reconcile::{Parts, run};
 

@@ -119,7 +119,9 @@ impl ClusterClock {
         self.correction_ms.load(Ordering::Relaxed)
     }
 
-    pub(crate) fn set_correction_ms(&self, ms: i64) {
+    /// Sets the correction every holder of this clock sees. The gossip member sets it from its
+    /// exchanges; tests set it to show that handles share one clock.
+    pub fn set_correction_ms(&self, ms: i64) {
         self.correction_ms.store(ms, Ordering::Relaxed);
     }
 }

@@ -46,7 +46,7 @@ use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::{reflector, watcher};
 use kube::{Client, Resource as _, ResourceExt as _};
 use serde_json::{Value, json};
-use telemesh_core::backoff::Backoff;
+use telemesh_runtime::backoff::Backoff;
 use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
 
@@ -534,7 +534,7 @@ fn restart_policy(pod: &Pod) -> &str {
 
 fn run_for(pod: &Pod) -> Option<Duration> {
     let text = pod.annotations().get(RUN_FOR_ANNOTATION)?;
-    match telemesh_core::cli::parse_duration(text) {
+    match telemesh_runtime::cli::parse_duration(text) {
         Ok(d) => Some(d),
         Err(e) => {
             tracing::warn!(pod = %pod.name_any(), annotation = RUN_FOR_ANNOTATION, error = %e, "ignoring a malformed run-for annotation");

@@ -97,7 +97,7 @@ pub struct FaultSpec {
 
 fn duration<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
     let text = String::deserialize(d)?;
-    telemesh_core::cli::parse_duration(&text).map_err(serde::de::Error::custom)
+    telemesh_runtime::cli::parse_duration(&text).map_err(serde::de::Error::custom)
 }
 
 fn optional_duration<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {

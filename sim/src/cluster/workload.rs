@@ -59,7 +59,7 @@ impl Spec {
         let annotations = pod.annotations();
         let parse = |key: &str| {
             let text = annotations.get(key)?;
-            telemesh_core::cli::parse_duration(text)
+            telemesh_runtime::cli::parse_duration(text)
                 .inspect_err(|e| {
                     tracing::warn!(pod = %pod.name_any(), annotation = key, error = %e, "ignoring a malformed workload annotation");
                 })

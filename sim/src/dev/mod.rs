@@ -35,7 +35,7 @@ use tokio_util::sync::CancellationToken;
 
 use telemesh_core::gossip::keyring::Keyring;
 use telemesh_core::policy::TASPolicy;
-use telemesh_core::quic::tls::DevCa;
+use telemesh_runtime::quic::tls::DevCa;
 use telemesh_sim::cluster::kubelet::{CRASH_BACKOFF, Kubelet};
 use telemesh_sim::cluster::machines::{self, Machine};
 use telemesh_sim::cluster::scenario::{Scenario, Telemetry};
@@ -76,7 +76,7 @@ pub struct DevArgs {
     nodes: u8,
     /// Run headless for at most this long (`90s`, `2m`): exit 0 once every step of the story is
     /// observed, 1 if the time runs out first. Without it, run until Ctrl-C.
-    #[arg(long = "for", env = "TELEMESH_DEV_FOR", value_parser = telemesh_core::cli::parse_duration)]
+    #[arg(long = "for", env = "TELEMESH_DEV_FOR", value_parser = telemesh_runtime::cli::parse_duration)]
     run_for: Option<Duration>,
     /// Where the API server listens (kubectl reaches it through the written kubeconfig). With
     /// `--control-plane real` and port 0: a random 127.a.b.c address of its own, port 6443.
@@ -815,7 +815,7 @@ fn agent_args(
     dir: &Path,
     kubeconfig: &Path,
     keys: &Path,
-    tls: &telemesh_core::quic::tls::TlsFiles,
+    tls: &telemesh_runtime::quic::tls::TlsFiles,
 ) -> Vec<String> {
     let ports = &plan.agents[i];
     let host_root = dir.join("nodes").join(node);
@@ -856,7 +856,7 @@ fn coordinator_args(
     r: usize,
     identity: &CoordinatorIdentity,
     keys: &Path,
-    tls: &telemesh_core::quic::tls::TlsFiles,
+    tls: &telemesh_runtime::quic::tls::TlsFiles,
 ) -> Vec<String> {
     let ports = &plan.coordinators[r];
     vec![

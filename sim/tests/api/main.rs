@@ -28,7 +28,7 @@ pub async fn sim() -> (Sim, Client) {
 
 /// Starts a sim with the given configuration.
 pub async fn sim_with(config: SimConfig) -> (Sim, Client) {
-    telemesh_core::telemetry::init(telemesh_core::cli::LogFormat::Text, "warn");
+    telemesh_runtime::telemetry::init(telemesh_runtime::cli::LogFormat::Text, "warn");
     let sim = Sim::start(config).await.expect("sim starts");
     let client = sim.client().await.expect("client for sim");
     (sim, client)

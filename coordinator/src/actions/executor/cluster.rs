@@ -340,9 +340,9 @@ impl PodWatch {
         let task = tokio::spawn({
             let changed = changed.clone();
             async move {
-                let mut events = telemesh_core::watch_backoff::backoff(reflector::reflector(
+                let mut events = telemesh_runtime::watch_backoff::backoff(reflector::reflector(
                     writer,
-                    telemesh_core::store_watch::watcher_for_store(api, config),
+                    telemesh_runtime::store_watch::watcher_for_store(api, config),
                 ))
                 .boxed();
                 while let Some(event) = events.next().await {

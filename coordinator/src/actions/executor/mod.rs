@@ -28,7 +28,7 @@ use prometheus_client::registry::Registry;
 use telemesh_core::action::{
     ActionPhase, ActionRequest, Method, ObjectRef, ScaleTarget, WorkloadAction,
 };
-use telemesh_core::cli::parse_duration;
+use telemesh_runtime::cli::parse_duration;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;

@@ -202,7 +202,7 @@ impl Extender {
     pub fn timeout(&self) -> anyhow::Result<Duration> {
         match &self.http_timeout {
             None => Ok(Duration::from_secs(5)),
-            Some(s) => telemesh_core::cli::parse_duration(s)
+            Some(s) => telemesh_runtime::cli::parse_duration(s)
                 .map_err(|e| anyhow::anyhow!("extender {}: httpTimeout: {e}", self.url_prefix)),
         }
     }

@@ -17,7 +17,7 @@ use super::{
     CLOSE_OK, MAX_REQUEST_LEN, QuicError, ReadFrameError, read_frame, tls, transport_config,
     write_frame,
 };
-use crate::wire::{self, Message, Request, Response};
+use telemesh_core::wire::{self, Message, Request, Response};
 
 /// How long one stream may take, from accepting it to the response being acknowledged.
 pub const STREAM_TIMEOUT: Duration = Duration::from_secs(10);

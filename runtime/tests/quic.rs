@@ -12,10 +12,10 @@ use std::time::Duration;
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
 use telemesh_core::pod::PodFigures;
-use telemesh_core::quic::{
+use telemesh_core::wire::{self, Request, Response};
+use telemesh_runtime::quic::{
     self, DevCa, Handler, HandlerFuture, QuicClient, QuicError, QuicServer, TlsFiles, tls,
 };
-use telemesh_core::wire::{self, Request, Response};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;

@@ -14,7 +14,7 @@ use super::{
     CLOSE_OK, QuicError, ReadFrameError, read_frame, server::SHUTDOWN_GRACE, transport_config,
     write_frame,
 };
-use crate::wire::{self, MAX_FRAME_LEN, Message, Request, Response};
+use telemesh_core::wire::{self, MAX_FRAME_LEN, Message, Request, Response};
 
 /// Default limit for connecting (handshake and ping) and for each request.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);

@@ -2,7 +2,7 @@
 //!
 //! quinn over rustls with the ring provider set explicitly, TLS 1.3 only, ALPN [`tls::ALPN`],
 //! mutual TLS against one CA ([`tls`]). Each bidirectional stream carries one request frame and
-//! one response frame ([`crate::wire`]); a connection carries many streams at once. Both sides
+//! one response frame ([`telemesh_core::wire`]); a connection carries many streams at once. Both sides
 //! send keep-alives every [`KEEP_ALIVE`], well below the [`IDLE_TIMEOUT`].
 //!
 //! With TLS 1.3 a server that rejects the client's certificate does so after the client
@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use quinn::{IdleTimeout, RecvStream, SendStream, TransportConfig, VarInt};
 
-use crate::wire::{self, HEADER_LEN, WireError};
+use telemesh_core::wire::{self, HEADER_LEN, WireError};
 
 /// A connection with no packets for this long is closed.
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(30);

@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::gossip::{
+use telemesh_core::gossip::{
     Cell, Cells, CellsError, ClusterClock, GossipConfig, Keyring, KeyringError, LocalClock,
     ReplayConfig, Role, Security, V1Frames,
 };
@@ -338,7 +338,7 @@ pub struct RewardModelArgs {
 
 impl RewardModelArgs {
     /// The model, or why the flags are unusable.
-    pub fn model(&self) -> Result<crate::reward::RewardModel, String> {
+    pub fn model(&self) -> Result<telemesh_core::reward::RewardModel, String> {
         if self.reward_half_life.is_zero() {
             return Err("--reward-half-life must be more than 0".into());
         }
@@ -348,7 +348,7 @@ impl RewardModelArgs {
         if !(self.reward_exploration.is_finite() && self.reward_exploration >= 0.0) {
             return Err("--reward-exploration must be a number of at least 0".into());
         }
-        Ok(crate::reward::RewardModel {
+        Ok(telemesh_core::reward::RewardModel {
             half_life: self.reward_half_life,
             max_evidence: self.reward_max_evidence,
             exploration: self.reward_exploration,
