@@ -7,7 +7,7 @@ status) and a max-version op, streamed in 16 KiB blocks each compressed with zst
 level (chitchat's src/delta.rs, src/serialize.rs, src/types.rs). This builds the delta that one
 exchange would send if it carried the changes of all N members (the best case: no member twice,
 the whole stream compressed together), with the gossip benchmark's names and load
-(core/benches/gossip.rs: ten metrics in five families change, values like `53.7`), and prints
+(runtime/benches/gossip.rs: ten metrics in five families change, values like `53.7`), and prints
 the compressed bytes per member and per family value (docs/scale.md, "Under load").
 
 Run: scripts/gossip-delta-model.py [N]   (default 1000; needs the zstd command)

@@ -72,7 +72,7 @@ fi
 if wants gossip; then
     spec=$(for n in $members; do printf 'cell%s@1000,' "$n"; done)
     run gossip env GOSSIP_BENCH="${spec%,}" GOSSIP_BENCH_NAMES="$names" \
-        cargo bench -q -p telemesh-core --bench gossip
+        cargo bench -q -p telemesh-runtime --bench gossip
 fi
 if wants extender; then
     run extender env EXTENDER_NODES="$(comma $nodes)" \

@@ -45,12 +45,13 @@ use chitchat::transport::UdpTransport;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, PostParams};
 use telemesh_core::gossip::groups::MetricEncoding;
-use telemesh_core::gossip::{Cell, Cells, GossipConfig, GossipMember, Keyring, Role, Security};
+use telemesh_core::gossip::{Cell, Cells, Role};
 use telemesh_core::metric::Sample;
 use telemesh_core::testing::{
     NameShape, agent_metric_names, copy_tree, process_cpu_seconds, process_rss_mib,
     process_rss_split_mib,
 };
+use telemesh_runtime::gossip::{GossipConfig, GossipMember, Keyring, Security};
 
 const KEY: &str = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=";
 

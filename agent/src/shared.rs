@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use anyhow::Context as _;
-use telemesh_core::gossip::GossipMember;
 use telemesh_core::metric::Sample;
+use telemesh_runtime::gossip::GossipMember;
 
 /// The latest collection's node samples and when they were taken: written by the collection
 /// loop, read by the policy and scavenger loops.

@@ -28,7 +28,7 @@ use std::path::PathBuf;
 
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
-use telemesh_core::testing::eventually;
+use telemesh_runtime::testing::eventually;
 use telemesh_sim::cluster::machines::{self, Machine};
 use telemesh_sim::control_plane::{ControlPlane, ControlPlaneConfig, binaries};
 use tokio_util::sync::CancellationToken;

@@ -9,7 +9,7 @@ use std::time::Duration;
 use clap::Parser as _;
 use http_body_util::{BodyExt as _, Empty};
 use telemesh_agent::config::{Cli, Config};
-use telemesh_core::testing::eventually;
+use telemesh_runtime::testing::eventually;
 use tokio_util::sync::CancellationToken;
 
 const KEY_A: &str = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=";

@@ -48,7 +48,7 @@ use telemesh_agent::enforcement::scope::Refusals;
 use telemesh_agent::watch::node_watch::{self, watch_own_node};
 use telemesh_core::policy::TASPolicy;
 use telemesh_core::policy::crd::CRD_YAML;
-use telemesh_core::testing::eventually;
+use telemesh_runtime::testing::eventually;
 use telemesh_sim::apiserver::requests::auth::{
     CREDENTIAL_ID_EXTRA, NODE_NAME_EXTRA, NODE_UID_EXTRA, POD_NAME_EXTRA, POD_UID_EXTRA, PodBinding,
 };

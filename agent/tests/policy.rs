@@ -15,7 +15,7 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use telemesh_core::policy::TASPolicy;
-use telemesh_core::testing::eventually;
+use telemesh_runtime::testing::eventually;
 use tokio_util::sync::CancellationToken;
 
 use common::{NS, PolicyEnv, WAIT, events, host_root, labels, script};

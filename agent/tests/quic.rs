@@ -9,10 +9,11 @@ use clap::Parser as _;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, PostParams};
 use telemesh_agent::config::{Cli, Config};
-use telemesh_core::testing::{copy_tree, eventually};
+use telemesh_core::testing::copy_tree;
 use telemesh_core::wire::{Request, Response};
 use telemesh_runtime::quic::client::QuicClient;
 use telemesh_runtime::quic::tls::{DevCa, client_config};
+use telemesh_runtime::testing::eventually;
 use tokio_util::sync::CancellationToken;
 
 const POD_CGROUP: &str = "sys/fs/cgroup/kubepods.slice/kubepods-burstable.slice";

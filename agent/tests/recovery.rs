@@ -14,7 +14,7 @@ use kube::api::{Api, DynamicObject};
 use kube::runtime::{WatchStreamExt as _, watcher};
 use parking_lot::Mutex;
 use telemesh_agent::enforcement::recovery::ANNOTATION;
-use telemesh_core::testing::eventually;
+use telemesh_runtime::testing::eventually;
 use tokio_util::sync::CancellationToken;
 
 use common::{PolicyEnv, WAIT, host_root, script};

@@ -13,11 +13,12 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, PostParams};
-use telemesh_core::gossip::{GossipMember, Role};
+use telemesh_core::gossip::Role;
 use telemesh_core::scavenge::{
     CHECKPOINT_INTERVAL_ANNOTATION, CHECKPOINT_VOLUME, JOB_LABEL, ScavengerPod,
 };
-use telemesh_core::testing::eventually;
+use telemesh_runtime::gossip::GossipMember;
+use telemesh_runtime::testing::eventually;
 use telemesh_sim::cluster::kubelet::{CRASH_BACKOFF, Kubelet};
 use telemesh_sim::cluster::workload::{CHECKPOINT_EVERY_ANNOTATION, WORK_ANNOTATION, marker_path};
 use tokio_util::sync::CancellationToken;

@@ -17,8 +17,9 @@ use prometheus_client::registry::Registry;
 use telemesh_agent::collection::collect::CollectorConfig;
 use telemesh_agent::collection::{Inputs, run};
 use telemesh_agent::metrics::AgentMetrics;
-use telemesh_core::gossip::{GossipConfig, GossipMember, Role, Security};
+use telemesh_core::gossip::Role;
 use telemesh_core::policy::{TASPolicy, Unknown};
+use telemesh_runtime::gossip::{GossipConfig, GossipMember, Security};
 use tokio_util::sync::CancellationToken;
 
 const POLICY: &str = r#"

@@ -219,7 +219,7 @@ async fn quiet(client: &Client, replicas: usize) -> BTreeMap<String, String> {
         Api::<Deployment>::namespaced(client.clone(), NS),
         Api::<Pod>::namespaced(client.clone(), NS),
     );
-    telemesh_core::testing::eventually("the Deployment to be quiet", WAIT, || {
+    telemesh_runtime::testing::eventually("the Deployment to be quiet", WAIT, || {
         let (deployments, pods) = (deployments.clone(), pods.clone());
         async move {
             let d = deployments.get(APP).await.ok()?;

@@ -4,7 +4,7 @@
 //!
 //! One process, chitchat's in-process `ChannelTransport` (unsealed, an instant network) on
 //! tokio's paused clock: the figures are protocol time with free CPU, as in
-//! `core/benches/gossip.rs`, whose member layout this follows (seeds: the first three agents;
+//! `runtime/benches/gossip.rs`, whose member layout this follows (seeds: the first three agents;
 //! start times spread over one round). What runs is the real code, with the binaries' default
 //! flags (parsed from their `Cli`s, overridable below):
 //! - N agents. `FRESHNESS_PROBES` of them (default 4) run the agent's real collection loop
@@ -69,10 +69,11 @@ use telemesh_coordinator::policies::{PolicyCache, PolicySet};
 use telemesh_coordinator::view::ClusterView;
 use telemesh_core::gossip::groups;
 use telemesh_core::gossip::schema::StateKey;
-use telemesh_core::gossip::{GossipMember, KeySubscription, NodeState, Role};
+use telemesh_core::gossip::{NodeState, Role};
 use telemesh_core::metric::MetricName;
 use telemesh_core::policy::{Policy, TASPolicy};
 use telemesh_core::testing::{agent_metric_names, agent_samples, copy_tree};
+use telemesh_runtime::gossip::{GossipMember, KeySubscription};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;

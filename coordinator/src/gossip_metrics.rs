@@ -11,7 +11,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
-use telemesh_core::gossip::{DropReason, GossipMember, TransportStats};
+use telemesh_runtime::gossip::{DropReason, GossipMember, TransportStats};
 use tokio_util::sync::CancellationToken;
 
 /// Why a gossip datagram was dropped (bounded: [`DropReason::as_str`]).

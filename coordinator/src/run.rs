@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use prometheus_client::registry::Registry;
-use telemesh_core::gossip::GossipMember;
 use telemesh_runtime::door::{DoorMetrics, DoorName};
+use telemesh_runtime::gossip::GossipMember;
 use telemesh_runtime::quic::client::QuicClient;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;

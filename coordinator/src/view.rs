@@ -70,7 +70,7 @@
 //!
 //! Agents' values carry their measurement time, so every replica computes the same ages from the
 //! same gossip: replicas agree up to gossip propagation. Clock skew is corrected on both ends
-//! ([`telemesh_core::gossip::clock`]): agents stamp in cluster time, and readers age with
+//! ([`telemesh_runtime::gossip::clock`]): agents stamp in cluster time, and readers age with
 //! [`ClusterView::now_ms`], this replica's clock corrected by its gossip peers' send times, so
 //! a replica whose own clock is minutes off still sees figures at their true age.
 
@@ -88,14 +88,14 @@ use rustc_hash::{FxBuildHasher, FxHasher};
 use telemesh_core::gossip::cells::{check_cell, keep_flat_mesh};
 use telemesh_core::gossip::groups::{self, GROUP_PREFIX};
 use telemesh_core::gossip::schema::{METRIC_PREFIX, StateKey};
-use telemesh_core::gossip::{
-    CellCheck, Cells, ClusterClock, GossipMember, HeldKeys, KeySubscription, Liveness, Member,
-    MemberId, MembershipEvent, MetricValue, NodeState, Role,
-};
+use telemesh_core::gossip::{CellCheck, Cells, Liveness, MetricValue, NodeState, Role};
 use telemesh_core::metric::MetricName;
 use telemesh_core::policy::{Metrics, Reading};
 use telemesh_core::reward::Estimate;
 use telemesh_core::scavenge::ScavengerPod;
+use telemesh_runtime::gossip::{
+    ClusterClock, GossipMember, HeldKeys, KeySubscription, Member, MemberId, MembershipEvent,
+};
 use tokio::sync::broadcast;
 use tokio::sync::broadcast::error::TryRecvError;
 use tokio_util::sync::CancellationToken;
@@ -1999,7 +1999,7 @@ mod tests {
 
     /// Agent `n1` and an observer seeded with it, gossiping on loopback every 100 ms.
     async fn agent_and_observer() -> (GossipMember, Arc<GossipMember>) {
-        use telemesh_core::gossip::{GossipConfig, Security};
+        use telemesh_runtime::gossip::{GossipConfig, Security};
         let config = |name: &str, role, seeds: Vec<String>| {
             let mut c = GossipConfig::new(
                 name,
@@ -2061,7 +2061,7 @@ mod tests {
     /// (hour-long) resync would.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn deleted_scavenger_pods_leave_the_view_within_rounds() {
-        use telemesh_core::testing::eventually;
+        use telemesh_runtime::testing::eventually;
 
         const WITHIN: Duration = Duration::from_secs(20);
         let (agent, observer) = agent_and_observer().await;
@@ -2126,7 +2126,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn deleted_metrics_leave_the_view_within_rounds() {
         use telemesh_core::metric::Sample;
-        use telemesh_core::testing::eventually;
+        use telemesh_runtime::testing::eventually;
 
         const WITHIN: Duration = Duration::from_secs(20);
         let (agent, observer) = agent_and_observer().await;
@@ -2186,7 +2186,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn key_changes_are_folded_in_without_waiting_for_the_tick() {
         use telemesh_core::metric::{MetricName, Sample};
-        use telemesh_core::testing::eventually;
+        use telemesh_runtime::testing::eventually;
 
         const WITHIN: Duration = Duration::from_secs(20);
         let (agent, observer) = agent_and_observer().await;

@@ -18,7 +18,7 @@ use std::time::Duration;
 use clap::Parser as _;
 use http_body_util::{BodyExt as _, Empty};
 use telemesh_core::gossip::{Cells, Liveness};
-use telemesh_core::testing::eventually;
+use telemesh_runtime::testing::eventually;
 use tokio_util::sync::CancellationToken;
 
 const KEY: &str = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=";

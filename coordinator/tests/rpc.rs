@@ -19,7 +19,7 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use telemesh_core::action::WorkloadAction;
-use telemesh_core::testing::eventually;
+use telemesh_runtime::testing::eventually;
 use telemesh_sim::control_plane::binaries;
 use telemesh_sim::{Auth, Rule, Sim, UserInfo};
 
@@ -1100,7 +1100,7 @@ mod real {
                                    "namespace": namespace},
         }}));
         let what = format!("RBAC lets {account} {verb} {resource}");
-        telemesh_core::testing::eventually(&what, WAIT, || {
+        telemesh_runtime::testing::eventually(&what, WAIT, || {
             let (reviews, review) = (reviews.clone(), review.clone());
             async move {
                 let answer = reviews.create(&PostParams::default(), &review).await.ok()?;

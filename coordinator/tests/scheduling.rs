@@ -19,8 +19,8 @@ use kube::api::{ListParams, PostParams};
 use telemesh_core::extender::{ExtenderArgs, ExtenderFilterResult, HostPriority, NodeList};
 use telemesh_core::policy::TASPolicy;
 use telemesh_core::policy::crd::CRD_YAML;
-use telemesh_core::testing::eventually;
 use telemesh_runtime::quic::tls::DevCa;
+use telemesh_runtime::testing::eventually;
 use tokio_util::sync::CancellationToken;
 
 const KEY: &str = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=";

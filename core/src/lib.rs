@@ -1,8 +1,8 @@
-//! The decisions Telemesh's agent, coordinator and simulator share: CRD types, policy
-//! evaluation, the reward model, scavenger and action decisions, fit, the extender's wire types,
-//! the gossip state schema and its encodings, wire messages. The plumbing the binaries share
-//! (CLI groups, logging, the kube client, the HTTP door, QUIC, TLS reload) is `telemesh-runtime`;
-//! the gossip member and its sealed transport still live here, in [`gossip`], until they follow.
+//! The decisions Telemesh's agent, coordinator and simulator share, as pure functions and
+//! types: CRD types, policy evaluation, the reward model, scavenger and action decisions, fit,
+//! the extender's wire types, the gossip state schema and its encodings, wire messages. No
+//! runtime, transport or kube client (`scripts/pure-core.sh` keeps it so): the plumbing the
+//! binaries share, the gossip member included, is `telemesh-runtime`.
 
 pub mod action;
 #[cfg(test)]
@@ -14,9 +14,9 @@ pub mod gossip;
 pub mod metric;
 pub mod pod;
 pub mod policy;
-pub mod reload;
 pub mod reward;
 pub mod scavenge;
 pub mod selector;
+#[cfg(any(test, feature = "testsuite"))]
 pub mod testing;
 pub mod wire;

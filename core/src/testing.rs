@@ -1,28 +1,6 @@
-//! Helpers for tests in every crate of the workspace: waiting on a condition with a deadline
-//! instead of sleeping and hoping.
-
-use std::future::Future;
-use std::time::Duration;
-
-/// Polls `probe` until it returns `Some`, or panics naming `what` after `within`.
-pub async fn eventually<T, F, Fut>(what: &str, within: Duration, mut probe: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let deadline = tokio::time::Instant::now() + within;
-    loop {
-        if let Some(v) = probe().await {
-            return v;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out after {within:?} waiting for {what}"
-        );
-        // A poll interval, not a guess at timing.
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
+//! Helpers for tests and benches in every crate of the workspace that need no runtime: policies
+//! as TAS writes them, node names of the clouds' shapes, a process's RSS and CPU. Waiting on a
+//! condition is `telemesh_runtime::testing::eventually`.
 
 /// A TASPolicy `namespace/name` with `strategies`, YAML indented under `spec.strategies` as in
 /// TAS's own files (`"    dontschedule:\n      rules:\n      - {metricname: ...}\n"`).

@@ -10,8 +10,8 @@
 use std::sync::LazyLock;
 
 use libfuzzer_sys::fuzz_target;
-use telemesh_core::gossip::keyring::Keyring;
-use telemesh_core::gossip::seal::Sealer;
+use telemesh_runtime::gossip::keyring::Keyring;
+use telemesh_runtime::gossip::seal::Sealer;
 
 static SEALER: LazyLock<Sealer> = LazyLock::new(|| {
     let keyring = Keyring::from_keys(&[[7; 32], [9; 32]]).expect("two valid keys");

@@ -4,9 +4,10 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use telemesh_core::gossip::{
-    Cell, Cells, CellsError, ClusterClock, GossipConfig, Keyring, KeyringError, LocalClock,
-    ReplayConfig, Role, Security, V1Frames,
+use telemesh_core::gossip::{Cell, Cells, CellsError, Role};
+
+use crate::gossip::{
+    ClusterClock, GossipConfig, Keyring, KeyringError, LocalClock, ReplayConfig, Security, V1Frames,
 };
 
 /// Log line format.

@@ -4,7 +4,7 @@
 //!
 //! The pieces are rustls's own extension points, each reading the current [`TlsMaterial`] of
 //! one [`Reloading`] (which checks the files' signature on every handshake; see
-//! [`telemesh_core::reload`]):
+//! [`crate::reload`]):
 //! - [`CertResolver`]: this side's certificate and key (`ResolvesServerCert` and
 //!   `ResolvesClientCert`);
 //! - [`ClientVerifier`]: client certificates checked against the current CA (`ClientCertVerifier`);
@@ -33,7 +33,7 @@ use rustls::server::{ClientHello, ResolvesServerCert, WebPkiClientVerifier};
 use rustls::sign::CertifiedKey;
 use rustls::{DigitallySignedStruct, DistinguishedName, RootCertStore, SignatureScheme};
 
-use telemesh_core::reload::Reloading;
+use crate::reload::Reloading;
 
 /// What one load of the files gives.
 #[derive(Debug)]

@@ -517,7 +517,7 @@ async fn certificates_and_cas_reload_on_both_sides_when_the_secrets_rotate() {
     let some_requests = || {
         let target = succeeded.load(Ordering::Relaxed) + 20;
         let succeeded = succeeded.clone();
-        telemesh_core::testing::eventually("20 more requests", BOUND, move || {
+        telemesh_runtime::testing::eventually("20 more requests", BOUND, move || {
             let done = succeeded.load(Ordering::Relaxed) >= target;
             async move { done.then_some(()) }
         })

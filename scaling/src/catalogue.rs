@@ -70,7 +70,7 @@ pub const KNOWN: &[Known] = &[
         NODES,
         None,
     ),
-    // core/benches/gossip.rs `cell<N>`: the largest cell of an N-node cluster (GKE-style names)
+    // runtime/benches/gossip.rs `cell<N>`: the largest cell of an N-node cluster (GKE-style names)
     // with three replicas, sealed UDP on the wall clock (issue 30's targets).
     known(
         "gossip_idle_kbps",

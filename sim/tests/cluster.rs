@@ -22,8 +22,8 @@ use serde_json::{Value, json};
 use tokio::sync::{broadcast, watch};
 use tokio_util::sync::CancellationToken;
 
-use telemesh_core::testing::eventually;
 use telemesh_runtime::backoff::Backoff;
+use telemesh_runtime::testing::eventually;
 use telemesh_sim::cluster::kubelet::{Fault, FaultRule, Kubelet};
 use telemesh_sim::cluster::scheduler::{self, Decision, config::SchedulerConfiguration};
 use telemesh_sim::{Sim, SimConfig};

@@ -12,7 +12,7 @@ use k8s_openapi::api::core::v1::{Namespace, Node, Pod, ServiceAccount};
 use kube::api::{Api, DeleteParams, PostParams};
 use kube::{Client, ResourceExt as _};
 use serde_json::json;
-use telemesh_core::testing::eventually;
+use telemesh_runtime::testing::eventually;
 use telemesh_sim::cluster::kubelet::{CRASH_BACKOFF, Kubelet};
 use telemesh_sim::cluster::machines::{self, Machine};
 use telemesh_sim::cluster::workload::Workloads;

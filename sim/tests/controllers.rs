@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client, Resource as _, ResourceExt as _};
 use serde_json::json;
-use telemesh_core::testing::eventually;
+use telemesh_runtime::testing::eventually;
 use telemesh_sim::{Sim, SimConfig};
 use tokio_util::sync::CancellationToken;
 

@@ -18,7 +18,7 @@ use kube::Api;
 use kube::api::{ListParams, PostParams};
 use serde_json::{Value, json};
 
-use telemesh_core::testing::eventually;
+use telemesh_runtime::testing::eventually;
 use telemesh_sim::{Sim, SimConfig};
 
 /// How long the scheduler may take to start, sync its informers and bind one pod.

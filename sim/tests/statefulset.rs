@@ -22,7 +22,7 @@ use serde_json::{Value, json};
 use tokio::sync::{broadcast, watch};
 use tokio_util::sync::CancellationToken;
 
-use telemesh_core::testing::eventually;
+use telemesh_runtime::testing::eventually;
 use telemesh_sim::cluster::controllers::statefulset::{
     POD_INDEX_LABEL, POD_NAME_LABEL, REVISION_LABEL,
 };

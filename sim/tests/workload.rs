@@ -13,7 +13,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use telemesh_core::scavenge::{CHECKPOINT_VOLUME, JOB_LABEL};
-use telemesh_core::testing::eventually;
+use telemesh_runtime::testing::eventually;
 use telemesh_sim::cluster::kubelet::{CRASH_BACKOFF, Kubelet};
 use telemesh_sim::cluster::workload::{
     CHECKPOINT_EVERY_ANNOTATION, WORK_ANNOTATION, WORKLOADS_PATH, marker_path,

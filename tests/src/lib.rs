@@ -19,7 +19,7 @@ use std::time::Duration;
 use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader, Lines};
 use tokio::process::{Child, ChildStdout, Command};
 
-pub use telemesh_core::testing::eventually;
+pub use telemesh_runtime::testing::eventually;
 
 /// A running sim with its kubeconfig written to a private temporary directory.
 ///

@@ -705,7 +705,7 @@ fn the_chart_makes_a_valid_gossip_key_and_keeps_a_given_one() {
     };
     let a = keys(&render(json!({})));
     let b = keys(&render(json!({})));
-    let ring = telemesh_core::gossip::Keyring::parse(&a, "rendered Secret").unwrap();
+    let ring = telemesh_runtime::gossip::Keyring::parse(&a, "rendered Secret").unwrap();
     assert_eq!(ring.len(), 1);
     assert_ne!(a, b, "each install gets its own key");
     let docs = render(json!({"gossip": {"existingSecret": "mine"}}));

@@ -12,7 +12,7 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use base64::Engine as _;
-use telemesh_core::gossip::Keyring;
+use telemesh_runtime::gossip::Keyring;
 use telemesh_tests::mesh::{MESH_WAIT, Mesh, log_field, metric_value as value};
 use telemesh_tests::{SimEnv, eventually};
 

@@ -15,11 +15,12 @@ use http_body_util::{BodyExt as _, Empty};
 use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::reflector::Store;
 use parking_lot::RwLock;
+use telemesh_core::gossip::ObserverCheck;
 use telemesh_core::gossip::cells;
-use telemesh_core::gossip::{DropReason, GossipMember, ObserverCheck, TransportCounters};
 use telemesh_core::metric::{MetricName, Sample};
 use telemesh_core::pod::PodFigures;
 use telemesh_core::policy::{TASPolicy, Unknown};
+use telemesh_runtime::gossip::{DropReason, GossipMember, TransportCounters};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 

@@ -4,7 +4,7 @@
 //! can wait for it. A change that flips whether this node breaks a policy's dontschedule rules
 //! flips the extender's filter answer for the node, so the collection loop starts an exchange
 //! with each live observer right after publishing it
-//! ([`GossipMember::push_to_observers`](telemesh_core::gossip::GossipMember::push_to_observers)):
+//! ([`GossipMember::push_to_observers`](telemesh_runtime::gossip::GossipMember::push_to_observers)):
 //! one exchange per replica per flip, and the filter reflects the change one round trip after
 //! the collection that read it.
 //!

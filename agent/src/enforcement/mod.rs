@@ -45,9 +45,10 @@ use kube::api::{Patch, PatchParams};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::reflector::Store;
 use kube::{Api, Client, ResourceExt as _};
-use telemesh_core::gossip::{GossipMember, StateKey};
+use telemesh_core::gossip::StateKey;
 use telemesh_core::policy::crd::NodeViolation;
 use telemesh_core::policy::{NodeReadings, POLICY_LINK_LABEL, Policy, TASPolicy};
+use telemesh_runtime::gossip::GossipMember;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 

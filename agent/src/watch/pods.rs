@@ -68,7 +68,7 @@ mod tests {
         let store = watch_node_pods(client, "node-a", stop.clone());
         store.wait_until_ready().await.unwrap();
         let refs =
-            telemesh_core::testing::eventually("the node's pod", Duration::from_secs(5), || {
+            telemesh_runtime::testing::eventually("the node's pod", Duration::from_secs(5), || {
                 let refs = pod_refs(&store);
                 async move { (!refs.is_empty()).then_some(refs) }
             })

@@ -113,11 +113,12 @@ mod tests {
 
         let stop = CancellationToken::new();
         let store = watch_policies(client, stop.clone());
-        let held = telemesh_core::testing::eventually("the policy", Duration::from_secs(5), || {
-            let held = store.state();
-            async move { (!held.is_empty()).then_some(held) }
-        })
-        .await;
+        let held =
+            telemesh_runtime::testing::eventually("the policy", Duration::from_secs(5), || {
+                let held = store.state();
+                async move { (!held.is_empty()).then_some(held) }
+            })
+            .await;
         assert_eq!(held[0].name_any(), "p");
         assert!(held[0].metadata.managed_fields.is_none());
         stop.cancel();

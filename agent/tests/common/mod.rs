@@ -16,7 +16,7 @@ use kube::core::ApiResource;
 use telemesh_agent::config::{Cli, Config};
 use telemesh_core::policy::TASPolicy;
 use telemesh_core::policy::crd::CRD_YAML;
-use telemesh_core::testing::eventually;
+use telemesh_runtime::testing::eventually;
 
 pub const KEY: &str = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=";
 pub const NS: &str = "health-metric-demo";

@@ -8,7 +8,7 @@ use prometheus_client::registry::Registry;
 use serde_json::json;
 use telemesh_core::scavenge::controller::{QueueMode, UseMode};
 use telemesh_core::scavenge::crd::{CRD_YAML, PRIORITY_CLASS_YAML, ScavengerJobStatus};
-use telemesh_core::testing::eventually;
+use telemesh_runtime::testing::eventually;
 use telemesh_sim::{Sim, SimConfig};
 
 use super::*;

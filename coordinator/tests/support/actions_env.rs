@@ -103,7 +103,7 @@ async fn start_with(auth: Option<Auth>, namespace: &str, lead: bool, extra: &[&s
     sim.write_kubeconfig(&kubeconfig).unwrap();
     let coordinator = start_replica(&kubeconfig, mode, extra, &client, namespace).await;
     if lead {
-        telemesh_core::testing::eventually(
+        telemesh_runtime::testing::eventually(
             "the replica holds the executor's Lease",
             std::time::Duration::from_secs(30),
             || {
@@ -156,7 +156,7 @@ pub async fn start_replica(
         .await
         .unwrap();
     let actions = Api::<WorkloadAction>::namespaced(client.clone(), namespace);
-    telemesh_core::testing::eventually(
+    telemesh_runtime::testing::eventually(
         "WorkloadActions are served",
         std::time::Duration::from_secs(30),
         || {

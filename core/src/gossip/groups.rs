@@ -21,7 +21,7 @@
 //! that were not the node's: a node reporting 1000001 bytes was 1000000 to the coordinators, and
 //! a rule `GreaterThan 1000000` was violated for its agent (and for TAS, which reads the node's
 //! own figure) but not for the extender. What exactness costs on the wire is measured by
-//! `core/benches/gossip.rs` (docs/scale.md, "Exact values"). The agent's deadband still holds
+//! `runtime/benches/gossip.rs` (docs/scale.md, "Exact values"). The agent's deadband still holds
 //! back small moves, but never one that takes a value across a policy's target
 //! (`telemesh_core::policy::targets`), so the value gossip carries is always on the same side of
 //! every target as the agent's own.

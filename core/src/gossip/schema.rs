@@ -1,5 +1,5 @@
 //! Gossip key schema: the keys a node publishes in its chitchat key space and their typed values.
-//! No networking here; [`super::member`] owns the chitchat instance.
+//! No networking here; `telemesh_runtime::gossip::member` owns the chitchat instance.
 //!
 //! | key | value | who writes it |
 //! | --- | --- | --- |
@@ -51,11 +51,13 @@ pub const MAX_VALUE_LEN: usize = 4096;
 pub const MAX_KEY_LEN: usize = 256;
 
 const SCHEMA_VERSION_KEY: &str = "v";
-pub(crate) const ROLE_KEY: &str = "role";
+/// The key of a member's role ([`StateKey::Role`]).
+pub const ROLE_KEY: &str = "role";
 const LEAVING_KEY: &str = "leaving";
 /// The key of an agent's QUIC address ([`StateKey::QuicAddr`]).
 pub const QUIC_ADDR_KEY: &str = "quic";
-pub(crate) const CELL_KEY: &str = "cell";
+/// The key of the cell a member says it is in ([`StateKey::Cell`]).
+pub const CELL_KEY: &str = "cell";
 /// The prefix of single metric keys ([`StateKey::Metric`]).
 pub const METRIC_PREFIX: &str = "m:";
 /// The key prefix of metric groups.

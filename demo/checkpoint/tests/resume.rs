@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, SystemTime};
 
-use telemesh_core::testing::eventually;
+use telemesh_runtime::testing::eventually;
 use tokio::process::Command;
 
 const WAIT: Duration = Duration::from_secs(60);

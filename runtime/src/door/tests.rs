@@ -174,7 +174,7 @@ async fn slow_headers_are_cut_off_while_a_normal_client_is_served() {
     // Both are closed without an answer: one never finished its headers, one never began.
     assert_eq!(read_all(&mut slow).await, "");
     assert_eq!(read_all(&mut idle).await, "");
-    telemesh_core::testing::eventually(
+    crate::testing::eventually(
         "both header timeouts counted",
         Duration::from_secs(10),
         async || (s.metrics.count(DoorName::Api, Reason::HeaderTimeout) == 2).then_some(()),

@@ -33,8 +33,8 @@ use kube::{Client, ResourceExt as _};
 use tokio::sync::{broadcast, watch};
 use tokio_util::sync::CancellationToken;
 
-use telemesh_core::gossip::keyring::Keyring;
 use telemesh_core::policy::TASPolicy;
+use telemesh_runtime::gossip::keyring::Keyring;
 use telemesh_runtime::quic::tls::DevCa;
 use telemesh_sim::cluster::kubelet::{CRASH_BACKOFF, Kubelet};
 use telemesh_sim::cluster::machines::{self, Machine};

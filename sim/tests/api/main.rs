@@ -18,7 +18,7 @@ mod subresources;
 mod watch;
 
 use kube::Client;
-pub use telemesh_core::testing::eventually;
+pub use telemesh_runtime::testing::eventually;
 use telemesh_sim::{Sim, SimConfig};
 
 /// Starts a sim on a free loopback port and returns it with a client.

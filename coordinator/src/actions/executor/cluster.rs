@@ -521,7 +521,7 @@ mod tests {
     use std::time::Duration;
 
     use kube::core::Expression;
-    use telemesh_core::testing::eventually;
+    use telemesh_runtime::testing::eventually;
     use telemesh_sim::{Sim, SimConfig};
     use tokio_util::sync::CancellationToken;
 

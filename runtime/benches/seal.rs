@@ -3,16 +3,16 @@
 //! (a member's expected traffic over the 10-minute span of the default window) and 65,536 (the
 //! cache's bound).
 //!
-//! Run: `cargo bench -p telemesh-core --bench seal`.
+//! Run: `cargo bench -p telemesh-runtime --bench seal`.
 #![allow(clippy::unwrap_used)]
 
 use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
-use telemesh_core::gossip::Keyring;
-use telemesh_core::gossip::replay::{ReplayConfig, ReplayGuard};
-use telemesh_core::gossip::seal::Sealer;
+use telemesh_runtime::gossip::Keyring;
+use telemesh_runtime::gossip::replay::{ReplayConfig, ReplayGuard};
+use telemesh_runtime::gossip::seal::Sealer;
 
 const NOW: u64 = 1_767_225_600_000;
 

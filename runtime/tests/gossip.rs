@@ -5,12 +5,13 @@
 use std::net::SocketAddr;
 use std::time::{Duration, SystemTime};
 
-use telemesh_core::gossip::{
-    DropReason, GossipConfig, GossipMember, Keyring, Liveness, Member, MembershipEvent, Role,
-    Security,
-};
+use telemesh_core::gossip::{Liveness, Role};
+
 use telemesh_core::metric::{MetricName, Sample};
-use telemesh_core::testing::eventually;
+use telemesh_runtime::gossip::{
+    DropReason, GossipConfig, GossipMember, Keyring, Member, MembershipEvent, Security,
+};
+use telemesh_runtime::testing::eventually;
 
 const INTERVAL: Duration = Duration::from_millis(100);
 const WITHIN: Duration = Duration::from_secs(20);

@@ -36,7 +36,7 @@
 //! finds none (`GossipMember::sync_updates`), which the coordinator's view runs on every tick to
 //! see deletions: a step and a comparison per known member.
 //!
-//! Run: `cargo bench -p telemesh-core --bench gossip`. Choose runs with
+//! Run: `cargo bench -p telemesh-runtime --bench gossip`. Choose runs with
 //! `GOSSIP_BENCH=udp10@1000,udp100@200,chan1000v@1000` (name@interval in ms; `udp<N>` and
 //! `chan<N>v` for other sizes), and the node names' shape with `GOSSIP_BENCH_NAMES=eks` (the
 //! default: sequential addresses), `eks-ip` (addresses over a /16), `gke` or `aks` (random
@@ -51,12 +51,13 @@ use std::time::{Duration, SystemTime};
 use chitchat::transport::ChannelTransport;
 use telemesh_core::gossip::cells::{Cell, Cells};
 use telemesh_core::gossip::groups::MetricEncoding;
-use telemesh_core::gossip::{GossipConfig, GossipMember, Keyring, NodeState, Role, Security};
+use telemesh_core::gossip::{NodeState, Role};
 use telemesh_core::metric::{MetricName, Sample};
 use telemesh_core::testing::{
     NameShape, agent_metric_names, agent_samples, process_cpu_seconds, process_rss_split_mib,
     thread_cpu_seconds,
 };
+use telemesh_runtime::gossip::{GossipConfig, GossipMember, Keyring, Security};
 use tokio::time::Instant;
 
 const DEFAULT_RUNS: &str = "udp10@1000,udp10@200,udp100@1000,udp100@200,chan1000v@1000";

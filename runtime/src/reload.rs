@@ -162,7 +162,7 @@ impl<T: Send + Sync + 'static> Reloading<T> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::testing::kubelet_swap;
+    use telemesh_core::testing::kubelet_swap;
 
     fn number(path: PathBuf) -> Reloading<u32> {
         Reloading::new("number", vec![path.clone()], move || {

@@ -34,7 +34,8 @@ use super::relay::{Protection, RelayConfig, RelayTransport, TransportCounters, T
 use super::schema::{self, Role, SchemaError, StateKey};
 use super::seal::{Sealer, V1Frames};
 use super::state::NodeState;
-use crate::metric::{MetricName, Sample};
+use telemesh_core::gossip::Liveness;
+use telemesh_core::metric::{MetricName, Sample};
 
 /// Peers a leaving member pushes its `leaving` key to.
 const LEAVE_FANOUT: usize = 3;
@@ -267,17 +268,6 @@ impl GossipError {
             Self::Insecure => "insecure",
         }
     }
-}
-
-/// Whether a member is up.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Liveness {
-    /// The failure detector hears its heartbeats.
-    Live,
-    /// It announced it is leaving and is still heard.
-    Left,
-    /// The failure detector no longer hears it (or has not heard it twice yet).
-    Dead,
 }
 
 /// One member as seen from here.
@@ -1117,7 +1107,8 @@ mod tests {
     #[tokio::test]
     async fn a_flat_mesh_of_5000_random_names_cannot_gossip_and_the_same_nodes_in_cells_can() {
         use super::super::cells::DEFAULT_CELLS;
-        use crate::testing::{NameShape, eventually};
+        use crate::testing::eventually;
+        use telemesh_core::testing::NameShape;
         let within = Duration::from_secs(20);
         let names: Vec<String> = (0..5_000).map(|i| NameShape::Gke.name(i)).collect();
         let keyring = Keyring::from_keys(&[[7; 32]]).unwrap();
