@@ -23,6 +23,7 @@ const KNOWN: &[&[&str]] = &[];
 /// The source folders of the workspace's crates.
 const CRATES: &[&str] = &[
     "core/src",
+    "runtime/src",
     "agent/src",
     "coordinator/src",
     "sim/src",

@@ -473,8 +473,6 @@ pub fn identity_entries(role: Role, cell: Cell) -> Vec<(String, String)> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::gossip::cells::Cells;
-    use crate::gossip::state::{NodeState, Skipped};
 
     fn name(s: &str) -> MetricName {
         MetricName::new(s).unwrap()
@@ -500,18 +498,7 @@ mod tests {
         assert_eq!(StateKey::Metric(name("x")).to_string(), "m:x");
         assert_eq!(StateKey::SchemaVersion.to_string(), "v");
         assert_eq!(StateKey::QuicAddr.to_string(), "quic");
-        let state = NodeState::from_key_values([("quic", "127.0.0.1:7443"), ("m:x", "1@2")]);
-        assert_eq!(state.quic_addr, Some("127.0.0.1:7443".parse().unwrap()));
-        let state = NodeState::from_key_values([("quic", "not an address")]);
-        assert_eq!((state.quic_addr, state.skipped.malformed_values), (None, 1));
         assert_eq!(StateKey::Violation("p".into()).to_string(), "v:p");
-        let state = NodeState::from_key_values([("s:u1", "ns/job@5@250@1024"), ("s:u2", "junk")]);
-        assert_eq!(state.scavengers["u1"].job, "ns/job");
-        assert_eq!(state.scavengers["u1"].checkpoint_ms, 5);
-        assert_eq!(
-            (state.scavengers.len(), state.skipped.malformed_values),
-            (1, 1)
-        );
     }
 
     #[test]
@@ -615,87 +602,6 @@ mod tests {
         assert_eq!(
             metric_entry(&s, SystemTime::now()).unwrap_err().kind(),
             "non_finite"
-        );
-    }
-
-    #[test]
-    fn reader_ignores_unknown_keys_and_counts_malformed_values() {
-        let kvs = [
-            ("v", "2"),
-            ("role", "agent"),
-            ("m:node_cpu_utilization_ratio", "0.5@1000"),
-            ("m:node_memory_ratio", "garbage"),
-            ("m:bad-name", "1@1"),
-            ("x:from_a_newer_agent", "whatever"),
-            ("r:web", "0.9"),
-            ("v:high-cpu", "{}"),
-        ];
-        let state = NodeState::from_key_values(kvs);
-        assert_eq!(state.schema_version, Some(2));
-        assert!(state.is_agent());
-        assert_eq!(state.metrics.len(), 1);
-        assert_eq!(state.metric("cpu_utilization_ratio").unwrap().value, 0.5);
-        assert_eq!(state.rewards["web"], "0.9");
-        assert_eq!(state.violations["high-cpu"], "{}");
-        assert_eq!(
-            state.skipped,
-            Skipped {
-                unknown_keys: 2,
-                malformed_values: 1
-            }
-        );
-    }
-
-    #[test]
-    fn reader_refuses_oversize_values_and_unknown_roles() {
-        let big = format!("1@{}", "1".repeat(MAX_VALUE_LEN));
-        let state =
-            NodeState::from_key_values([("m:x", big.as_str()), ("role", "scheduler"), ("v", "-1")]);
-        assert!(state.metrics.is_empty());
-        assert_eq!(state.role, None);
-        assert_eq!(state.schema_version, None);
-        assert_eq!(state.skipped.malformed_values, 3);
-    }
-
-    #[test]
-    fn written_entries_read_back() {
-        let at = UNIX_EPOCH + Duration::from_millis(1_767_225_600_123);
-        let samples = [
-            Sample {
-                name: name("node_cpu_utilization_ratio"),
-                value: 0.25,
-            },
-            Sample {
-                name: name("node_psi_cpu_some_ratio"),
-                value: 1e-9,
-            },
-        ];
-        let mut entries = identity_entries(Role::Agent, Cells::FLAT.of("n"));
-        for s in &samples {
-            entries.push(metric_entry(s, at).unwrap());
-        }
-        let state = NodeState::from_key_values(entries.iter().map(|(k, v)| (&**k, &**v)));
-        assert_eq!(state.schema_version, Some(SCHEMA_VERSION));
-        assert_eq!(state.skipped, Skipped::default());
-        for s in &samples {
-            let v = state.metrics[&s.name];
-            assert_eq!(v.value, s.value);
-            assert_eq!(v.measured_at(), at);
-        }
-    }
-
-    #[test]
-    fn stale_metrics_count_as_unknown() {
-        let at = UNIX_EPOCH + Duration::from_secs(1_000);
-        let state = NodeState::from_key_values([("m:a", "1@1000000"), ("m:b", "2@990000")]);
-        let fresh: Vec<_> = state
-            .fresh_metrics(at + Duration::from_secs(5), Duration::from_secs(10))
-            .collect();
-        assert_eq!(fresh, vec![(&name("a"), 1.0)]);
-        // A stamp from a clock ahead of ours is age zero, not an error.
-        assert_eq!(
-            state.metrics[&name("a")].age(at - Duration::from_secs(3)),
-            Duration::ZERO
         );
     }
 }
