@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The curl calls of WAM's README (seed 000), verbatim, against a Telemesh dev cluster holding WAM's
 # demo objects: start one with `scripts/dev.sh --story actions-objects` (or let
-# sim/tests/dev.rs do it), then run this script. Only the host and port (WAM's
+# devcluster/tests/dev.rs do it), then run this script. Only the host and port (WAM's
 # localhost:3030 -> the coordinators' API Service) and the node names are adapted:
 #
 #   k3d-aces-agent-7 -> $NODE_7 (sim-node-3)   k3d-aces-agent-4 -> $NODE_4 (sim-node-0)

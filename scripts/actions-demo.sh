@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # WAM's demo against Telemesh (issue 16, `telemesh-sim dev --story actions`): a dev cluster with
-# WAM's demo objects in namespace ul (sim/dev/actions-demo.yaml), then the seed's calls in the
+# WAM's demo objects in namespace ul (devcluster/dev/actions-demo.yaml), then the seed's calls in the
 # seed's order through the coordinators' API Service (POST /rpc, WAM's exact body shape), each
 # outcome checked through the API and told as it happens. The seed's k3d-aces-agent-7, -4 and -6
 # are sim-node-3, -0 and -2 with the default 4 nodes. Headless (the default here, `--for 600s`)

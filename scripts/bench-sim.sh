@@ -5,4 +5,4 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # Two sockets per watcher (client and sim, in two processes): raise the soft limit if we may.
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
-cargo bench -p telemesh-sim --bench scale
+cargo bench -p telemesh-devcluster --bench scale

@@ -95,7 +95,7 @@ python3 - <<'PY'
 import glob, json, os, yaml
 selector = {"TASPolicy": 0, "WorkloadAction": 1, "ScavengerJob": 2}
 os.makedirs("fuzz/corpus/crd_objects", exist_ok=True)
-for path in sorted(glob.glob("deploy/examples/*.yaml") + glob.glob("sim/dev/*.yaml")):
+for path in sorted(glob.glob("deploy/examples/*.yaml") + glob.glob("devcluster/dev/*.yaml")):
     with open(path) as f:
         for i, doc in enumerate(yaml.safe_load_all(f)):
             if isinstance(doc, dict) and doc.get("kind") in selector:

@@ -39,7 +39,7 @@ cd "$(dirname "$0")/.."
 IMAGES=(
   "telemesh-agent agent/Containerfile telemesh-agent telemesh-agent agent /usr/local/bin/telemesh-agent static"
   "telemesh-coordinator coordinator/Containerfile telemesh-coordinator telemesh-coordinator release /usr/local/bin/telemesh-coordinator static"
-  "telemesh-sim sim/Containerfile telemesh-sim telemesh-sim release /usr/local/bin/telemesh-sim static"
+  "telemesh-sim devcluster/Containerfile telemesh-devcluster telemesh-sim release /usr/local/bin/telemesh-sim static"
   "telemesh-checkpoint-demo demo/checkpoint/Containerfile telemesh-checkpoint-demo telemesh-checkpoint-demo release /telemesh-checkpoint-demo scratch"
 )
 # Every image runs as distroless's "nonroot" user; the chart sets its own runAsUser on top.

@@ -27,6 +27,7 @@ const CRATES: &[&str] = &[
     "agent/src",
     "coordinator/src",
     "sim/src",
+    "devcluster/src",
     "tests/src",
     "plugin/src",
     "scaling/src",

@@ -6,7 +6,7 @@
 //! delete may only shorten the wait. Every other kind is deleted at once (finalizers aside).
 //!
 //! sim deleted every pod at once until a real kube-apiserver showed otherwise
-//! (sim/tests/control_plane.rs); the kubelet stand-ins finish terminating pods as kubelet does.
+//! (devcluster/tests/control_plane.rs); the kubelet stand-ins finish terminating pods as kubelet does.
 
 use serde_json::Value;
 

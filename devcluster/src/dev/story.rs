@@ -21,7 +21,7 @@ use telemesh_sim::cluster::scheduler::Decision;
 
 use telemesh_sim::processes::Processes;
 
-/// The node the built-in scenario breaks (sim/dev/scenario.yaml).
+/// The node the built-in scenario breaks (devcluster/dev/scenario.yaml).
 const BAD_NODE: &str = "sim-node-1";
 /// The label scheduling-policy's deschedule strategy puts on a violating node.
 const VIOLATING: (&str, &str) = ("scheduling-policy", "violating");

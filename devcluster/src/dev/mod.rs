@@ -114,7 +114,7 @@ pub struct DevArgs {
         default_value = "127.0.0.1:9080"
     )]
     api_service: SocketAddr,
-    /// A scenario file instead of the built-in story's (sim/dev/scenario.yaml); the story's
+    /// A scenario file instead of the built-in story's (devcluster/dev/scenario.yaml); the story's
     /// checklist is then only "cluster up" and "demo running", the rest is narrated as it comes.
     #[arg(long, env = "TELEMESH_DEV_SCENARIO")]
     scenario: Option<PathBuf>,

@@ -4,7 +4,7 @@
 //! each watch `spec.nodeName=<their node>` (watchers are indexed by node, so an update costs one
 //! watcher, not all of them).
 //!
-//! Run: `scripts/bench-sim.sh` (or `cargo bench -p telemesh-sim --bench scale`);
+//! Run: `scripts/bench-sim.sh` (or `cargo bench -p telemesh-devcluster --bench scale`);
 //! `NODES=500 PODS_PER_NODE=10` for a quick run.
 
 use std::collections::HashMap;

@@ -1,5 +1,5 @@
 //! The actions story (`telemesh-sim dev --story actions`): WAM's demo (seed 000) played against
-//! Telemesh. It creates WAM's demo objects in namespace `ul` (sim/dev/actions-demo.yaml), then
+//! Telemesh. It creates WAM's demo objects in namespace `ul` (devcluster/dev/actions-demo.yaml), then
 //! sends the seed's calls in the seed's order to the coordinators' API Service (`POST /rpc`, the
 //! body in WAM's exact shape), each after the previous one ended (`action.Wait`), and checks
 //! every outcome as the API shows it: the pod on the node, the replica count, exactly that pod
@@ -113,7 +113,7 @@ pub async fn objects_only(
     Ok(ready)
 }
 
-/// Creates namespace `ul` and the objects of sim/dev/actions-demo.yaml.
+/// Creates namespace `ul` and the objects of devcluster/dev/actions-demo.yaml.
 async fn apply_demo_objects(client: &Client) -> anyhow::Result<()> {
     let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": NAMESPACE}}))?;
     Api::<Namespace>::all(client.clone())
@@ -121,7 +121,7 @@ async fn apply_demo_objects(client: &Client) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("creating namespace {NAMESPACE}"))?;
     for doc in serde_yaml_ng::Deserializer::from_str(DEMO_OBJECTS) {
-        let value = Value::deserialize(doc).context("sim/dev/actions-demo.yaml")?;
+        let value = Value::deserialize(doc).context("devcluster/dev/actions-demo.yaml")?;
         let name = value["metadata"]["name"]
             .as_str()
             .unwrap_or_default()
@@ -141,7 +141,7 @@ async fn apply_demo_objects(client: &Client) -> anyhow::Result<()> {
                     .await
                     .with_context(|| format!("creating StatefulSet {name}"))?;
             }
-            other => anyhow::bail!("sim/dev/actions-demo.yaml: unexpected kind {other:?}"),
+            other => anyhow::bail!("devcluster/dev/actions-demo.yaml: unexpected kind {other:?}"),
         }
     }
     Ok(())
@@ -238,7 +238,7 @@ impl<'a> Play<'a> {
         ));
         apply_demo_objects(client).await?;
         self.story.say(&format!(
-            "applied WAM's demo objects in namespace {NAMESPACE} (sim/dev/actions-demo.yaml): \
+            "applied WAM's demo objects in namespace {NAMESPACE} (devcluster/dev/actions-demo.yaml): \
              Deployments test-a and test-b (0 replicas, default scheduler), StatefulSet test-c and \
              Deployment pending-test (scheduler telemesh-unscheduled: nothing places them), \
              Deployment scheduled-test (default scheduler)"
