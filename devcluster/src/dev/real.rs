@@ -1,7 +1,7 @@
 //! `telemesh-sim dev --control-plane real`: the dev cluster on a real control plane (etcd,
 //! kube-apiserver, kube-controller-manager and kube-scheduler, the upstream programs) instead of
 //! sim. What a cluster of machines adds to it is simulated as in sim mode: Node objects and their
-//! Leases ([`machines`]) and a kubelet stand-in per node. Telemesh is installed as a person
+//! Leases ([`machines`](telemesh_sim::cluster::machines)) and a kubelet stand-in per node. Telemesh is installed as a person
 //! installs it, from the chart's rendered objects (deploy/manifests/telemesh.yaml) applied
 //! unchanged; kube-controller-manager then makes the agent DaemonSet's and the coordinator
 //! Deployment's pods, the scheduler binds them, and the kubelet stand-ins mark them Running (no
