@@ -24,6 +24,7 @@ use kube::api::{Api, ListParams};
 use kube::runtime::reflector::Store;
 use parking_lot::RwLock;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument as _;
 
 use telemesh_core::gossip::schema::{StateKey, unix_ms};
 use telemesh_core::pod::PodFigures;
@@ -361,67 +362,76 @@ pub async fn run(inputs: Inputs, stop: CancellationToken) {
             () = stop.cancelled() => return,
             _ = tick.tick() => {}
         }
-        // Estimates are stamped and decayed in cluster time, as readers age them.
-        let clock = gossip.lock().await.as_ref().map(|m| m.clock());
-        let now_ms = clock.map_or_else(|| unix_ms(SystemTime::now()), |c| c.now_ms());
-        let current = pods.state();
-        let mut events = HashMap::new();
-        for pod in learner
-            .wants_events(&current, now_ms)
-            .into_iter()
-            .take(LOOKUPS_PER_LOOK)
-        {
-            if let Some(uid) = pod.uid()
-                && let Some(found) = pod_events(&client, pod, &uid).await
+        // One look: a span of its own, so its lines and its lookups' read together.
+        let go_on = async {
+            // Estimates are stamped and decayed in cluster time, as readers age them.
+            let clock = gossip.lock().await.as_ref().map(|m| m.clock());
+            let now_ms = clock.map_or_else(|| unix_ms(SystemTime::now()), |c| c.now_ms());
+            let current = pods.state();
+            let mut events = HashMap::new();
+            for pod in learner
+                .wants_events(&current, now_ms)
+                .into_iter()
+                .take(LOOKUPS_PER_LOOK)
             {
-                events.insert(uid, found);
-            }
-        }
-        let dropped = {
-            let figures = figures.read();
-            learner.look(&current, &figures, &events, now_ms)
-        };
-        let guard = gossip.lock().await;
-        let Some(member) = guard.as_ref() else { return };
-        for t in dropped {
-            published.remove(&t);
-            let label = PodTypeLabel {
-                pod_type: t.clone(),
-            };
-            metrics.reward.remove(&label);
-            metrics.reward_evidence.remove(&label);
-            if let Err(e) = member.delete(&StateKey::Reward(t)).await {
-                tracing::debug!(error = %e, "removing a reward key failed");
-            }
-        }
-        let mut changed = false;
-        for (t, e) in learner.estimates() {
-            let value = e.to_string();
-            let label = PodTypeLabel {
-                pod_type: t.clone(),
-            };
-            metrics.reward.get_or_create(&label).set(e.mean());
-            metrics
-                .reward_evidence
-                .get_or_create(&label)
-                .set(e.evidence());
-            if published.get(t) == Some(&value) {
-                continue;
-            }
-            match member.set(&StateKey::Reward(t.clone()), &value).await {
-                Ok(()) => {
-                    published.insert(t.clone(), value);
-                    changed = true;
+                if let Some(uid) = pod.uid()
+                    && let Some(found) = pod_events(&client, pod, &uid).await
+                {
+                    events.insert(uid, found);
                 }
-                Err(e) => tracing::warn!(pod_type = %t, error = %e, "publishing a reward failed"),
             }
+            let dropped = {
+                let figures = figures.read();
+                learner.look(&current, &figures, &events, now_ms)
+            };
+            let guard = gossip.lock().await;
+            let Some(member) = guard.as_ref() else { return false };
+            for t in dropped {
+                published.remove(&t);
+                let label = PodTypeLabel {
+                    pod_type: t.clone(),
+                };
+                metrics.reward.remove(&label);
+                metrics.reward_evidence.remove(&label);
+                if let Err(e) = member.delete(&StateKey::Reward(t)).await {
+                    tracing::debug!(error = %e, "removing a reward key failed");
+                }
+            }
+            let mut changed = false;
+            for (t, e) in learner.estimates() {
+                let value = e.to_string();
+                let label = PodTypeLabel {
+                    pod_type: t.clone(),
+                };
+                metrics.reward.get_or_create(&label).set(e.mean());
+                metrics
+                    .reward_evidence
+                    .get_or_create(&label)
+                    .set(e.evidence());
+                if published.get(t) == Some(&value) {
+                    continue;
+                }
+                match member.set(&StateKey::Reward(t.clone()), &value).await {
+                    Ok(()) => {
+                        published.insert(t.clone(), value);
+                        changed = true;
+                    }
+                    Err(e) => tracing::warn!(pod_type = %t, error = %e, "publishing a reward failed"),
+                }
+            }
+            drop(guard);
+            if changed
+                && let Some(path) = &config.state_file
+                && let Err(e) = save(path, learner.estimates())
+            {
+                tracing::warn!(path = %path.display(), error = format!("{e:#}"), "saving rewards failed; they will be retried");
+            }
+            true
         }
-        drop(guard);
-        if changed
-            && let Some(path) = &config.state_file
-            && let Err(e) = save(path, learner.estimates())
-        {
-            tracing::warn!(path = %path.display(), error = format!("{e:#}"), "saving rewards failed; they will be retried");
+        .instrument(tracing::info_span!("reward_look"))
+        .await;
+        if !go_on {
+            return;
         }
     }
 }

@@ -23,6 +23,7 @@ use telemesh_core::scavenge::{
     checkpoint_file_on_host, last_checkpoint, worth_keeping_from,
 };
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument as _;
 
 use crate::config::ScavengerConfig;
 use crate::enforcement::evictor::Outcome;
@@ -144,61 +145,66 @@ pub async fn run(inputs: Inputs, stop: CancellationToken) {
             () = stop.cancelled() => return,
             _ = tick.tick() => {}
         }
-        let now = SystemTime::now();
-        let here = pods.state();
-        let current: BTreeMap<String, ScavengerPod> = here
-            .iter()
-            .filter_map(|pod| {
-                let uid = pod.uid()?;
-                let marker = marker_time(&kubelet_root, &uid).unwrap_or_else(|e| {
-                    if !std::mem::replace(&mut warned_unreadable, true) {
-                        tracing::warn!(dir = %kubelet_root.display(), error = %e, "cannot read scavenger checkpoint markers; unsaved work falls back to checkpoint windows (the kubelet's pods directory is root's: the agent needs read access to it)");
-                    }
-                    None
-                });
-                let value = observe(pod, marker, now)?;
-                Some((uid, value))
-            })
-            .collect();
-        publish(&gossip, &mut published, &current).await;
+        // One tick: publishing the scavengers' checkpoints, then the pressure eviction.
+        async {
+            let now = SystemTime::now();
+            let here = pods.state();
+            let current: BTreeMap<String, ScavengerPod> = here
+                .iter()
+                .filter_map(|pod| {
+                    let uid = pod.uid()?;
+                    let marker = marker_time(&kubelet_root, &uid).unwrap_or_else(|e| {
+                        if !std::mem::replace(&mut warned_unreadable, true) {
+                            tracing::warn!(dir = %kubelet_root.display(), error = %e, "cannot read scavenger checkpoint markers; unsaved work falls back to checkpoint windows (the kubelet's pods directory is root's: the agent needs read access to it)");
+                        }
+                        None
+                    });
+                    let value = observe(pod, marker, now)?;
+                    Some((uid, value))
+                })
+                .collect();
+            publish(&gossip, &mut published, &current).await;
 
-        let latest = samples.read().as_ref().map(|(_, s)| node_pressure(s));
-        let sustained = pressure.observe(latest.flatten(), tokio::time::Instant::now().into_std());
-        let Some(evictor) = evictor.as_ref().filter(|_| sustained) else {
-            continue;
-        };
-        let Some(uid) = least_unsaved(current.iter().map(|(u, p)| (u.as_str(), p)), now) else {
-            continue;
-        };
-        let Some(pod) = here.iter().find(|p| p.uid().as_deref() == Some(uid)) else {
-            continue;
-        };
-        let unsaved = telemesh_core::scavenge::unsaved(current[uid].checkpoint(), now);
-        let reason = format!(
-            "node pressure above {}% for {:?}; this scavenger loses the least unsaved work on the node ({:?})",
-            config.pressure_threshold, config.pressure_for, unsaved
-        );
-        let outcome = evictor
-            .lock()
-            .await
-            .evict(pod, &reason, tokio::time::Instant::now().into_std())
-            .await;
-        if outcome == Outcome::AlreadyEvicted {
-            continue; // leaving already; this loop's view of the pods lags behind
+            let latest = samples.read().as_ref().map(|(_, s)| node_pressure(s));
+            let sustained = pressure.observe(latest.flatten(), tokio::time::Instant::now().into_std());
+            let Some(evictor) = evictor.as_ref().filter(|_| sustained) else {
+                return;
+            };
+            let Some(uid) = least_unsaved(current.iter().map(|(u, p)| (u.as_str(), p)), now) else {
+                return;
+            };
+            let Some(pod) = here.iter().find(|p| p.uid().as_deref() == Some(uid)) else {
+                return;
+            };
+            let unsaved = telemesh_core::scavenge::unsaved(current[uid].checkpoint(), now);
+            let reason = format!(
+                "node pressure above {}% for {:?}; this scavenger loses the least unsaved work on the node ({:?})",
+                config.pressure_threshold, config.pressure_for, unsaved
+            );
+            let outcome = evictor
+                .lock()
+                .await
+                .evict(pod, &reason, tokio::time::Instant::now().into_std())
+                .await;
+            if outcome == Outcome::AlreadyEvicted {
+                return; // leaving already; this loop's view of the pods lags behind
+            }
+            metrics
+                .scavenger_evictions
+                .get_or_create(&EvictionLabels {
+                    outcome: outcome.as_str().into(),
+                })
+                .inc();
+            if matches!(outcome, Outcome::Evicted | Outcome::DryRun | Outcome::Gone) {
+                tracing::info!(pod.namespace = %pod.namespace().unwrap_or_default(), pod.name = %pod.name_any(), outcome = outcome.as_str(), unsaved_seconds = unsaved.as_secs_f64(), "scavenger pressure eviction");
+                pressure.restart(tokio::time::Instant::now().into_std());
+            } else {
+                // Refused or rate limited: tried again next tick, so not worth a line each time.
+                tracing::debug!(pod.namespace = %pod.namespace().unwrap_or_default(), pod.name = %pod.name_any(), outcome = outcome.as_str(), "scavenger pressure eviction not done yet");
+            }
         }
-        metrics
-            .scavenger_evictions
-            .get_or_create(&EvictionLabels {
-                outcome: outcome.as_str().into(),
-            })
-            .inc();
-        if matches!(outcome, Outcome::Evicted | Outcome::DryRun | Outcome::Gone) {
-            tracing::info!(pod.namespace = %pod.namespace().unwrap_or_default(), pod.name = %pod.name_any(), outcome = outcome.as_str(), unsaved_seconds = unsaved.as_secs_f64(), "scavenger pressure eviction");
-            pressure.restart(tokio::time::Instant::now().into_std());
-        } else {
-            // Refused or rate limited: tried again next tick, so not worth a line each time.
-            tracing::debug!(pod.namespace = %pod.namespace().unwrap_or_default(), pod.name = %pod.name_any(), outcome = outcome.as_str(), "scavenger pressure eviction not done yet");
-        }
+        .instrument(tracing::info_span!("scavenger_tick"))
+        .await;
     }
 }
 

@@ -278,12 +278,13 @@ fn poll(ctx: &Context) -> Vec<ObjectRef<ScavengerJob>> {
 }
 
 fn error_policy(sj: Arc<ScavengerJob>, error: &Error, _ctx: Arc<Context>) -> Action {
-    tracing::warn!(scavengerjob = %key(&sj), error = %error, "reconcile failed; retrying in 2s");
+    tracing::warn!(
+        scavengerjob.namespace = %sj.namespace().unwrap_or_default(),
+        scavengerjob.name = %sj.name_any(),
+        error = %error,
+        "reconcile failed; retrying in 2s"
+    );
     Action::requeue(Duration::from_secs(2))
-}
-
-fn key(sj: &ScavengerJob) -> String {
-    format!("{}/{}", sj.namespace().unwrap_or_default(), sj.name_any())
 }
 
 /// Whether the object `name` exists in `api`.
@@ -415,7 +416,10 @@ fn count_phases(ctx: &Context) {
     }
 }
 
-#[tracing::instrument(skip_all, fields(scavengerjob = %key(&cached)))]
+#[tracing::instrument(skip_all, fields(
+    scavengerjob.namespace = %cached.namespace().unwrap_or_default(),
+    scavengerjob.name = %cached.name_any(),
+))]
 async fn reconcile(cached: Arc<ScavengerJob>, ctx: Arc<Context>) -> Result<Action, Error> {
     count_phases(&ctx);
     let ns = cached.namespace().unwrap_or_default();
