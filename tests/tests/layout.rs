@@ -11,6 +11,13 @@
 //!
 //! Circles that are known and not yet taken apart are listed in [`KNOWN`]; the test fails when
 //! a new one appears, and when a listed one is gone (so the list stays true: remove it).
+//!
+//! In sim, the largest crate, nothing imports back up from a lower folder either: no file needs
+//! an item of a module its folder lies under (the parent's `mod.rs`, or the `x.rs` whose
+//! children sit in `x/`). What the parent holds for its children lives in a sibling file they
+//! import sideways (`apiserver/server.rs`, `cluster/notify.rs`, `controllers/error.rs`,
+//! `faults/admission.rs`). A visibility path (`pub(in crate::x)`) names no item and is not an
+//! import.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -81,8 +88,15 @@ fn product_code(source: &str) -> String {
         if line.starts_with("#[cfg(test)]") {
             break;
         }
-        let code = line.split("//").next().unwrap_or("");
-        out.push_str(code);
+        let mut code = line.split("//").next().unwrap_or("").to_owned();
+        // `pub(in crate::x)` restricts visibility; it imports nothing.
+        while let Some(at) = code.find("pub(in ") {
+            let Some(close) = code[at..].find(')') else {
+                break;
+            };
+            code.replace_range(at..at + close + 1, "pub");
+        }
+        out.push_str(&code);
         out.push('\n');
     }
     out
@@ -392,5 +406,44 @@ fn no_import_circle_between_files() {
     assert!(
         gone.is_empty(),
         "these circles are gone: remove them from KNOWN in tests/tests/layout.rs: {gone:#?}"
+    );
+}
+
+/// The imports in `src` that go back up: to the file of a module under whose folder the
+/// importing file lies.
+fn upward_imports(src: &str) -> Vec<(String, String)> {
+    let mut found = Vec::new();
+    for (file, targets) in graph(src) {
+        for target in targets {
+            let folder = target
+                .strip_suffix("/mod.rs")
+                .or_else(|| target.strip_suffix(".rs"))
+                .expect("a Rust file");
+            if file.starts_with(&format!("{folder}/")) {
+                found.push((file.clone(), target));
+            }
+        }
+    }
+    found
+}
+
+/// Nothing in sim imports back up from a lower folder (issue 34).
+#[test]
+fn nothing_in_sim_imports_back_up_from_a_lower_folder() {
+    let found = upward_imports("sim/src");
+    assert!(
+        found.is_empty(),
+        "files that import from a module their folder lies under (move what they need to a \
+         sibling file they import sideways): {found:#?}"
+    );
+}
+
+#[test]
+fn a_visibility_path_is_not_an_import() {
+    let code = "pub(in crate::apiserver) fn f() {}\nuse super::Server;\n";
+    let found: BTreeSet<String> = paths(&product_code(code)).into_iter().collect();
+    assert_eq!(
+        found,
+        ["super::Server"].into_iter().map(str::to_owned).collect()
     );
 }

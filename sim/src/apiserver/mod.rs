@@ -8,17 +8,18 @@ pub mod encodings;
 pub mod objects;
 pub mod requests;
 pub mod rest;
+pub mod server;
+
+pub use server::{Server, ServerConfig};
 
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
-use std::time::Duration;
 
 use axum::Router;
-use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
-use http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use http::{HeaderValue, Method, StatusCode, header};
 use parking_lot::{Mutex, RwLock};
 use serde_json::Value;
 
@@ -26,56 +27,6 @@ use crate::storage::registry::Registry;
 use crate::storage::store::Store;
 use requests::error::{ApiError, ApiResult};
 use requests::request::Route;
-
-/// (group, version).
-type GroupVersion = (String, String);
-
-/// Server settings.
-#[derive(Debug, Clone)]
-pub struct ServerConfig {
-    /// Events kept per resource for watch resumption; older resourceVersions get 410 Gone.
-    pub history_capacity: usize,
-    /// Events buffered per watcher; a watcher further behind is closed (its client re-watches).
-    pub watch_buffer: usize,
-    /// How often a watch that asked for bookmarks gets one.
-    pub bookmark_interval: Duration,
-    /// Largest request body accepted.
-    pub max_body_bytes: usize,
-}
-
-impl Default for ServerConfig {
-    fn default() -> Self {
-        Self {
-            history_capacity: 10_000,
-            watch_buffer: 8_192,
-            bookmark_interval: Duration::from_secs(10),
-            max_body_bytes: 8 << 20,
-        }
-    }
-}
-
-/// The shared server state.
-#[derive(Debug)]
-pub struct Server {
-    /// All objects.
-    pub store: Store,
-    /// Served resources; CRDs change it at run time.
-    pub registry: RwLock<Registry>,
-    /// Tokens and permissions.
-    pub auth: requests::auth::Auth,
-    /// Authorization decisions, recorded once enabled (tests check RBAC against it).
-    pub audit: requests::auth::AuditLog,
-    /// The ValidatingAdmissionPolicies, compiled.
-    pub vap: crds::vap::Policies,
-    /// Settings.
-    pub config: ServerConfig,
-    /// The address clients reach us at (for discovery's serverAddressByClientCIDRs).
-    pub address: OnceLock<String>,
-    gc: objects::gc::GcQueue,
-    openapi_cache: Mutex<HashMap<GroupVersion, (u64, Arc<Bytes>)>>,
-    openapi_v2_cache: Mutex<Option<(u64, Arc<encodings::openapi_v2::Served>)>>,
-    registry_generation: std::sync::atomic::AtomicU64,
-}
 
 impl Server {
     /// Returns a server with the built-in kinds and the namespaces every cluster has, and starts
@@ -130,32 +81,10 @@ impl Server {
     pub fn router(self: &Arc<Self>) -> Router {
         Router::new().fallback(dispatch).with_state(self.clone())
     }
-
-    /// Notes that the set of served resources changed (OpenAPI documents must be rebuilt).
-    pub fn registry_changed(&self) {
-        self.registry_generation
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    }
-
-    fn registry_generation(&self) -> u64 {
-        self.registry_generation
-            .load(std::sync::atomic::Ordering::Relaxed)
-    }
-}
-
-/// Returns a JSON response with the given status.
-pub fn json_response(code: StatusCode, body: impl Into<Body>) -> Response {
-    let mut resp = Response::new(body.into());
-    *resp.status_mut() = code;
-    resp.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    resp
 }
 
 fn value_response(code: StatusCode, v: &Value) -> Response {
-    json_response(code, v.to_string())
+    requests::kit::json_response(code, v.to_string())
 }
 
 async fn dispatch(State(server): State<Arc<Server>>, req: Request) -> Response {
@@ -204,7 +133,8 @@ async fn route_request(
     if !matches!(route, Route::Resource(_)) && ctx.method != Method::GET {
         return Err(ApiError::method_not_allowed(ctx.method.as_str(), path));
     }
-    let format = encodings::discovery::DiscoveryFormat::from_accept(accept(&ctx.headers));
+    let format =
+        encodings::discovery::DiscoveryFormat::from_accept(requests::kit::accept(&ctx.headers));
     let discovery_response = |v: Value| {
         let mut r = value_response(StatusCode::OK, &v);
         if let Ok(ct) = HeaderValue::from_str(&format.content_type()) {
@@ -255,19 +185,14 @@ async fn route_request(
         Route::OpenApiIndex => Ok(value_response(StatusCode::OK, &openapi_index(server))),
         Route::OpenApiGroupVersion(g, v) => {
             let doc = openapi_document(server, &g, &v).ok_or_else(|| ApiError::no_route(path))?;
-            Ok(json_response(StatusCode::OK, Bytes::clone(&doc)))
+            Ok(requests::kit::json_response(
+                StatusCode::OK,
+                Bytes::clone(&doc),
+            ))
         }
         Route::Resource(rp) => rest::handlers::resource(server, rp, ctx).await,
         Route::Unknown => Err(ApiError::no_route(path)),
     }
-}
-
-/// Returns the Accept header, or empty.
-pub fn accept(headers: &HeaderMap) -> &str {
-    headers
-        .get(header::ACCEPT)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default()
 }
 
 fn version() -> Value {

@@ -185,7 +185,7 @@ impl Kubelet {
             },
         );
         let changed = Arc::new(Notify::new());
-        tokio::spawn(super::notify_on_change(
+        tokio::spawn(super::notify::notify_on_change(
             stream,
             changed.clone(),
             stop.clone(),

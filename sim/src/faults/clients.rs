@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::Admission;
+use super::admission::Admission;
 
 /// Distinct clients counted one by one; later ones share [`OTHERS`].
 pub const MAX_CLIENTS: usize = 1_000;

@@ -20,7 +20,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 
-use super::{FAULTS_PATH, Fault, Faults};
+use super::switch::{FAULTS_PATH, Fault, Faults};
 
 /// What `PUT` takes.
 #[derive(Debug, Clone, Deserialize)]
@@ -46,7 +46,7 @@ pub struct State {
     /// How long it still lasts, when it has an end.
     pub remaining_seconds: Option<f64>,
     /// Requests per client.
-    pub clients: std::collections::BTreeMap<String, super::ClientCounts>,
+    pub clients: std::collections::BTreeMap<String, super::clients::ClientCounts>,
 }
 
 impl Faults {

@@ -16,7 +16,8 @@ use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt as _;
 
-use super::{Admission, Faults};
+use super::admission::Admission;
+use super::switch::Faults;
 
 /// The error a refused request's service returns: hyper then closes the connection without
 /// writing a response.
@@ -160,7 +161,7 @@ fn throttled(status: http::StatusCode, retry_after_seconds: Option<u64>) -> Resp
         "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
         "message": message, "reason": reason, "details": details, "code": status.as_u16(),
     });
-    let mut resp = crate::apiserver::json_response(status, body.to_string());
+    let mut resp = crate::apiserver::requests::kit::json_response(status, body.to_string());
     if let Some(s) = retry_after_seconds {
         resp.headers_mut()
             .insert(header::RETRY_AFTER, HeaderValue::from(s));

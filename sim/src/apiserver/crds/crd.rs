@@ -6,8 +6,8 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use super::schema::CompiledSchema;
-use crate::apiserver::Server;
 use crate::apiserver::requests::error::{ApiError, ApiResult};
+use crate::apiserver::server::Server;
 use crate::storage::registry::{CrdVersion, ResourceDef, ScalePaths};
 
 fn s<'a>(v: &'a Value, ptr: &str) -> &'a str {

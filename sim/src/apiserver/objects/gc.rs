@@ -8,9 +8,9 @@ use std::sync::{Arc, Weak};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use crate::apiserver::Server;
 use crate::apiserver::requests::kit::{self, DeleteOptions, Propagation, WriteOptions};
 use crate::apiserver::rest::verbs;
+use crate::apiserver::server::Server;
 use crate::storage::registry::{ResourceDef, ResourceId};
 use crate::storage::store::{ObjKey, Stored};
 

@@ -5,15 +5,17 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use axum::body::Body;
+use axum::response::Response;
 use bytes::Bytes;
-use http::{HeaderMap, Method, header};
+use http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use serde_json::{Value, json};
 
 use super::auth::UserInfo;
 use super::error::{ApiError, ApiResult};
-use crate::apiserver::Server;
 use crate::apiserver::encodings::protobuf;
 use crate::apiserver::encodings::table::{IncludeObject, PrinterColumn, ResourceInfo};
+use crate::apiserver::server::Server;
 use crate::storage::registry::{ResourceDef, ResourceId};
 use crate::storage::selectors::{FieldSelector, LabelSelector};
 use crate::storage::store::{ObjKey, Stored, WatchFilter};
@@ -133,7 +135,7 @@ pub enum OutputFormat {
 
 /// Reads the Accept header and `includeObject`.
 pub fn output_format(headers: &HeaderMap, query: &HashMap<String, String>) -> OutputFormat {
-    let accept = crate::apiserver::accept(headers);
+    let accept = accept(headers);
     for part in accept.split(',') {
         if part.contains("as=Table") {
             let include = match query.get("includeObject").map(String::as_str) {
@@ -464,4 +466,23 @@ impl DeleteOptions {
 /// Looks up a resource by id in its storage version.
 pub fn storage_def(server: &Server, id: &ResourceId) -> Option<Arc<ResourceDef>> {
     server.registry.read().storage_def(id)
+}
+
+/// Returns a JSON response with the given status.
+pub fn json_response(code: StatusCode, body: impl Into<Body>) -> Response {
+    let mut resp = Response::new(body.into());
+    *resp.status_mut() = code;
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    resp
+}
+
+/// Returns the Accept header, or empty.
+pub fn accept(headers: &HeaderMap) -> &str {
+    headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
 }

@@ -17,13 +17,14 @@ use super::{subresources, watch};
 use crate::apiserver::encodings::table;
 use crate::apiserver::requests::auth::{self, Attributes};
 use crate::apiserver::requests::error::{ApiError, ApiResult};
+use crate::apiserver::requests::kit::json_response;
 use crate::apiserver::requests::kit::{
     DeleteOptions, OutputFormat, PatchType, RequestCtx, WriteOptions, build_filter, key,
     metadata_only, object_bytes, object_value, output_format, parse_body, parse_patch_body,
     requester, resource_info,
 };
 use crate::apiserver::requests::request::ResourcePath;
-use crate::apiserver::{Server, json_response};
+use crate::apiserver::server::Server;
 use crate::storage::registry::ResourceDef;
 use crate::storage::store::{ObjKey, Stored};
 

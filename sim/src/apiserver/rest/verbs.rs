@@ -8,7 +8,6 @@ use http::StatusCode;
 use serde_json::{Value, json};
 
 use super::patch;
-use crate::apiserver::Server;
 use crate::apiserver::crds::vap;
 use crate::apiserver::objects::graceful;
 use crate::apiserver::objects::lifecycle;
@@ -17,6 +16,7 @@ use crate::apiserver::requests::error::{ApiError, ApiResult};
 use crate::apiserver::requests::kit::{
     DeleteOptions, PatchType, Propagation, WriteOptions, key, object_value,
 };
+use crate::apiserver::server::Server;
 use crate::storage::registry::ResourceDef;
 use crate::storage::store::{ObjKey, Stored, Txn};
 

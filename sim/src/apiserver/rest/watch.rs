@@ -13,12 +13,12 @@ use serde_json::json;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
-use crate::apiserver::Server;
 use crate::apiserver::encodings::table;
 use crate::apiserver::requests::error::{ApiError, ApiResult};
 use crate::apiserver::requests::kit::{
     self, OutputFormat, RequestCtx, object_value, resource_info,
 };
+use crate::apiserver::server::Server;
 use crate::storage::registry::ResourceDef;
 use crate::storage::store::{Delivery, EventType, WatchError, WatchStart};
 

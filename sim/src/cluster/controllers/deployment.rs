@@ -35,9 +35,9 @@ use kube::{Api, Client, ResourceExt as _};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
+use super::error::{Error, Result};
 use super::owners::{self, describe, is_not_found};
 use super::runner::{self, Context, RESYNC};
-use super::{Error, Result};
 
 /// The label that ties a ReplicaSet and its pods to one template of a Deployment.
 pub const POD_TEMPLATE_HASH: &str = "pod-template-hash";

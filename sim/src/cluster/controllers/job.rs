@@ -51,10 +51,10 @@ use kube::runtime::{Controller, watcher};
 use kube::{Api, Client, ResourceExt as _};
 use tokio_util::sync::CancellationToken;
 
+use super::error::{Error, Result};
 use super::owners::{self, describe, is_not_found};
 use super::pods;
 use super::runner::{self, Context, RESYNC};
-use super::{Error, Result};
 
 /// The finalizer every pod of a Job carries until the Job controller has counted it
 /// (upstream's `batch.JobTrackingFinalizer`).

@@ -12,7 +12,7 @@ use kube::{Api, Resource, ResourceExt as _};
 use serde::de::DeserializeOwned;
 use telemesh_core::selector::SelectorError;
 
-use super::{Error, Result};
+use super::error::{Error, Result};
 
 /// Returns `Kind namespace/name`, how errors and logs name an object.
 pub fn describe<K: Resource<DynamicType = ()>>(obj: &K) -> String {

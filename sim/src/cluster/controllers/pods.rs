@@ -10,8 +10,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use kube::api::{DeleteParams, PostParams};
 use kube::{Api, ResourceExt as _};
 
+use super::error::{Error, Result};
 use super::owners::is_not_found;
-use super::{Error, Result};
 pub use crate::cluster::pod_state::{is_ready, is_running_and_ready, is_terminal, phase};
 
 /// Returns whether the pod counts toward a workload's replicas: not finished, not being deleted.

@@ -26,7 +26,7 @@ use kube::runtime::{Controller, watcher};
 use kube::{Api, Client, ResourceExt as _};
 use tokio_util::sync::CancellationToken;
 
-use super::Result;
+use super::error::Result;
 use super::owners::{self, describe};
 use super::pods;
 use super::runner::{self, Context, RESYNC};

@@ -15,7 +15,7 @@ use kube::{Client, Resource, ResourceExt as _};
 use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 
-use super::Error;
+use super::error::{Error, Result};
 
 /// First retry delay after a failed reconcile; it doubles per consecutive failure.
 const RETRY_BASE: Duration = Duration::from_millis(200);
@@ -42,7 +42,7 @@ impl Context {
     }
 
     /// Passes a reconcile's result on, forgetting the object's failures when it succeeded.
-    pub fn record<K: Resource, T>(&self, obj: &K, result: super::Result<T>) -> super::Result<T> {
+    pub fn record<K: Resource, T>(&self, obj: &K, result: Result<T>) -> Result<T> {
         if result.is_ok() {
             self.failures.lock().remove(&key(obj));
         }

@@ -52,10 +52,10 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use super::deployment::pod_template_hash;
+use super::error::{Error, Result};
 use super::owners::{self, describe, is_not_found};
 use super::pods;
 use super::runner::{self, Context, RESYNC};
-use super::{Error, Result};
 
 /// The pod label naming the pod itself, so a Service can select one replica.
 pub const POD_NAME_LABEL: &str = "statefulset.kubernetes.io/pod-name";

@@ -115,12 +115,12 @@ pub async fn run(
         pods_writer,
         watcher(Api::<Pod>::all(client.clone()), watcher::Config::default()),
     );
-    tokio::spawn(super::notify_on_change(
+    tokio::spawn(super::notify::notify_on_change(
         node_stream,
         changed.clone(),
         stop.clone(),
     ));
-    tokio::spawn(super::notify_on_change(
+    tokio::spawn(super::notify::notify_on_change(
         pod_stream,
         changed.clone(),
         stop.clone(),
@@ -132,7 +132,7 @@ pub async fn run(
             watcher::Config::default(),
         ),
     );
-    tokio::spawn(super::notify_on_change(
+    tokio::spawn(super::notify::notify_on_change(
         pdb_stream,
         changed.clone(),
         stop.clone(),
