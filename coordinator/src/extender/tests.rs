@@ -1341,16 +1341,18 @@ mod encoding {
     use crate::extender::filter::FilterDecision;
     use crate::extender::parse::parse_args;
 
-    /// Distinct names (kube-scheduler never sends one twice) in any order, each passed (`None`)
-    /// or refused for a reason.
+    /// Distinct names (kube-scheduler never sends one twice) in any order, each with a `T`.
+    fn named<T: std::fmt::Debug + Clone>(
+        each: impl Strategy<Value = T>,
+    ) -> impl Strategy<Value = Vec<(String, T)>> {
+        proptest::collection::btree_map(any::<String>(), each, 0..12)
+            .prop_map(|m| m.into_iter().collect::<Vec<_>>())
+            .prop_shuffle()
+    }
+
+    /// Names each passed (`None`) or refused for a reason.
     fn fates() -> impl Strategy<Value = Vec<(String, Option<String>)>> {
-        proptest::collection::btree_map(
-            any::<String>(),
-            proptest::option::of(any::<String>()),
-            0..12,
-        )
-        .prop_map(|m| m.into_iter().collect::<Vec<_>>())
-        .prop_shuffle()
+        named(proptest::option::of(any::<String>()))
     }
 
     fn decision(fates: &[(String, Option<String>)]) -> FilterDecision {
@@ -1409,9 +1411,7 @@ mod encoding {
 
         #[test]
         fn prioritize_replies_are_byte_for_byte_what_serde_writes(
-            scored in proptest::collection::btree_map(any::<String>(), 0..=10u8, 0..12)
-                .prop_map(|m| m.into_iter().collect::<Vec<_>>())
-                .prop_shuffle(),
+            scored in named(0..=10u8),
             full in any::<bool>(),
         ) {
             let names: Vec<&str> = scored.iter().map(|(n, _)| n.as_str()).collect();
