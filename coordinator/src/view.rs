@@ -20,7 +20,10 @@
 //! ([`Snapshot::locate`]) and then reads arrays, instead of probing every candidate's maps of
 //! metrics and rewards (scattered over the heap: cache misses). Columns hold the gossiped
 //! values with their stamps, nothing computed at a time, so staleness and reward decay are
-//! still judged at the request's clock and answers are those of the direct lookups.
+//! still judged at the request's clock and answers are those of the direct lookups. Beside
+//! them, a reader may keep a value of its own computed from the whole snapshot
+//! ([`Snapshot::derived`]: the extender's folded filter verdicts), kept and built ahead the
+//! same way; one that depends on the clock carries the window it holds in.
 //!
 //! **Updates** ([`Updater`]). Three sources, folded in on a short tick (default 100 ms), and at
 //! once when key changes arrive:
@@ -74,6 +77,7 @@
 //! [`ClusterView::now_ms`], this replica's clock corrected by its gossip peers' send times, so
 //! a replica whose own clock is minutes off still sees figures at their true age.
 
+use std::any::{Any, TypeId};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::hash::Hasher as _;
 use std::net::SocketAddr;
@@ -316,6 +320,21 @@ struct NodeTable {
     table: HashTable<u32>,
     metrics: RwLock<FastMap<Box<str>, Arc<MetricColumn>>>,
     rewards: RwLock<FastMap<Box<str>, Arc<RewardColumn>>>,
+    derived: RwLock<FastMap<TypeId, FastMap<Box<str>, Derived>>>,
+}
+
+/// How a [`Derived`] value is built from a snapshot.
+type Derive = Arc<dyn Fn(&Snapshot) -> Arc<dyn Any + Send + Sync> + Send + Sync>;
+
+/// A value a reader computes from a whole snapshot with its own rule ([`Snapshot::derived`]),
+/// kept as columns are.
+struct Derived {
+    value: Arc<dyn Any + Send + Sync>,
+    derive: Derive,
+    /// Whether a request asked for it on this snapshot: the next publication builds it again.
+    asked: AtomicBool,
+    /// Publications since one was asked for it.
+    idle: u32,
 }
 
 impl std::fmt::Debug for NodeTable {
@@ -324,6 +343,15 @@ impl std::fmt::Debug for NodeTable {
             .field("nodes", &self.entries.len())
             .field("metric_columns", &self.metrics.read().len())
             .field("reward_columns", &self.rewards.read().len())
+            .field(
+                "derived",
+                &self
+                    .derived
+                    .read()
+                    .values()
+                    .map(FastMap::len)
+                    .sum::<usize>(),
+            )
             .finish_non_exhaustive()
     }
 }
@@ -361,6 +389,7 @@ impl NodeTable {
             table: HashTable::with_capacity(0),
             metrics: RwLock::default(),
             rewards: RwLock::default(),
+            derived: RwLock::default(),
         };
         let mut table = HashTable::with_capacity(out.entries.len());
         for i in 0..out.entries.len() {
@@ -548,6 +577,88 @@ impl Snapshot {
     /// request path. Each costs one lookup per node.
     pub fn warm_like(&self, previous: &Snapshot) {
         self.nodes.warm_like(&previous.nodes);
+        // After the columns: derived values are mostly built from them.
+        let wanted: Vec<(TypeId, Box<str>, Derive, u32)> = previous
+            .nodes
+            .derived
+            .read()
+            .iter()
+            .flat_map(|(kind, m)| m.iter().map(move |(k, d)| (*kind, k, d)))
+            .filter_map(|(kind, k, d)| {
+                let idle = if d.asked.load(Ordering::Relaxed) {
+                    0
+                } else {
+                    d.idle + 1
+                };
+                (idle < IDLE_PUBLICATIONS).then(|| (kind, k.clone(), d.derive.clone(), idle))
+            })
+            .collect();
+        let built: Vec<(TypeId, Box<str>, Derived)> = wanted
+            .into_iter()
+            .map(|(kind, k, derive, idle)| {
+                let value = derive(self);
+                let derived = Derived {
+                    value,
+                    derive,
+                    asked: AtomicBool::new(false),
+                    idle,
+                };
+                (kind, k, derived)
+            })
+            .collect();
+        let mut map = self.nodes.derived.write();
+        for (kind, k, derived) in built {
+            map.entry(kind).or_default().insert(k, derived);
+        }
+    }
+    /// A value computed from this snapshot by a reader's rule, under `key` among values of its
+    /// type: built by the first request that asks (with the rule `derive()` gives, called only
+    /// then), kept for the snapshot's life and, while requests ask for it, built again for the
+    /// next publication before it is published ([`Self::warm_like`]), as columns are. A kept
+    /// value that does not `fit` (built from an older policy, say) is built anew and replaces
+    /// it. The rule must depend on the snapshot alone (and on what it captures), never on the
+    /// request. Past [`MAX_COLUMNS`] values of a type, the result is built for this call only.
+    pub fn derived<T, D>(
+        &self,
+        key: &str,
+        fits: impl Fn(&T) -> bool,
+        derive: impl FnOnce() -> D,
+    ) -> Arc<T>
+    where
+        T: Any + Send + Sync,
+        D: Fn(&Snapshot) -> T + Send + Sync + 'static,
+    {
+        let kind = TypeId::of::<T>();
+        if let Some(d) = self
+            .nodes
+            .derived
+            .read()
+            .get(&kind)
+            .and_then(|m| m.get(key))
+            && let Ok(value) = d.value.clone().downcast::<T>()
+            && fits(&value)
+        {
+            if !d.asked.load(Ordering::Relaxed) {
+                d.asked.store(true, Ordering::Relaxed);
+            }
+            return value;
+        }
+        let derive = derive();
+        let value = Arc::new(derive(self));
+        let mut map = self.nodes.derived.write();
+        let of_kind = map.entry(kind).or_default();
+        if of_kind.len() >= MAX_COLUMNS && !of_kind.contains_key(key) {
+            return value;
+        }
+        let derive: Derive = Arc::new(move |s| Arc::new(derive(s)) as Arc<dyn Any + Send + Sync>);
+        let derived = Derived {
+            value: value.clone(),
+            derive,
+            asked: AtomicBool::new(true),
+            idle: 0,
+        };
+        of_kind.insert(key.into(), derived);
+        value
     }
 
     /// Whether any node has a reward estimate for `pod_type`.
@@ -682,6 +793,11 @@ impl ClusterView {
     /// Now, in Unix milliseconds, by the cluster clock: what readers age figures against.
     pub fn now_ms(&self) -> u64 {
         self.clock.now_ms()
+    }
+
+    /// The clock readers age figures with.
+    pub fn clock(&self) -> &ClusterClock {
+        &self.clock
     }
 
     /// Now by the cluster clock (see [`Self::now_ms`]).
@@ -1641,6 +1757,64 @@ mod tests {
             snap.readings("other", 20_000, stale).reading("metric"),
             Reading::Missing
         );
+    }
+
+    #[test]
+    fn derived_values_are_built_once_kept_and_built_ahead_while_asked_for() {
+        use std::sync::atomic::AtomicUsize;
+        let built = Arc::new(AtomicUsize::new(0));
+        let nodes =
+            |n: usize| {
+                Snapshot::from_entries((0..n).map(|i| {
+                    NodeEntry::new(&format!("n{i}"), 1, Liveness::Live, NodeState::default())
+                }))
+            };
+        // The value: how many nodes the snapshot had, and under which version of the rule.
+        let ask = |s: &Snapshot, version: u32| {
+            let built = built.clone();
+            let fits = move |v: &(usize, u32)| v.1 == version;
+            *s.derived("k", fits, move || {
+                move |s: &Snapshot| {
+                    built.fetch_add(1, Ordering::Relaxed);
+                    (s.len(), version)
+                }
+            })
+        };
+        let a = nodes(2);
+        assert_eq!(ask(&a, 1), (2, 1));
+        assert_eq!(ask(&a, 1), (2, 1));
+        assert_eq!(
+            built.load(Ordering::Relaxed),
+            1,
+            "kept for the snapshot's life"
+        );
+        let b = nodes(3);
+        b.warm_like(&a);
+        assert_eq!(built.load(Ordering::Relaxed), 2, "built ahead for the next");
+        assert_eq!(ask(&b, 1), (3, 1), "from the new snapshot");
+        assert_eq!(built.load(Ordering::Relaxed), 2);
+        assert_eq!(
+            ask(&b, 2),
+            (3, 2),
+            "a value that does not fit is built anew"
+        );
+        assert_eq!(built.load(Ordering::Relaxed), 3);
+        // One not asked for is dropped after IDLE_PUBLICATIONS.
+        let mut previous = b;
+        for _ in 0..IDLE_PUBLICATIONS {
+            let next = nodes(1);
+            next.warm_like(&previous);
+            previous = next;
+        }
+        let before = built.load(Ordering::Relaxed);
+        let last = nodes(1);
+        last.warm_like(&previous);
+        assert_eq!(
+            built.load(Ordering::Relaxed),
+            before,
+            "idle: no longer built"
+        );
+        assert!(last.nodes.derived.read().values().all(|m| m.is_empty()));
     }
 
     #[test]

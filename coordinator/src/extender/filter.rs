@@ -17,9 +17,10 @@ use telemesh_core::policy::{Metrics, Policy, Reading, RuleSet, StrategyKind, Unk
 
 use std::sync::Arc;
 
+use super::folded::{Verdicts, columns_of};
 use super::parse::Candidates;
 use super::settings::Settings;
-use crate::view::{ColumnReadings, MetricColumn, Snapshot};
+use crate::view::{ColumnReadings, Snapshot};
 
 /// Which candidates a filter kept and which it removed, by index into the candidates.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -42,43 +43,53 @@ pub fn filter(
     settings: &Settings,
     now_ms: u64,
 ) -> FilterDecision {
-    filter_by(policy, rules, candidates.len(), settings.unknown, |i| {
-        view.readings(candidates.name(i), now_ms, settings.stale_after)
-    })
+    filter_by(
+        policy,
+        rules,
+        candidates.len(),
+        settings.unknown,
+        |_| None,
+        |i| view.readings(candidates.name(i), now_ms, settings.stale_after),
+    )
 }
 
-/// [`filter`] for candidates at `positions` in `view` ([`Snapshot::locate`]): each rule's metric
-/// read from its column, with no lookup per node.
+/// [`filter`] for candidates at `positions` in `view` ([`Snapshot::locate`]): each verdict read
+/// from `verdicts` (the rules folded into the snapshot) where they cover `now_ms`, else each
+/// rule's metric read from its column, with no lookup per node either way.
 pub fn filter_located(
     view: &Snapshot,
     positions: &[Option<u32>],
+    verdicts: &Verdicts,
     policy: &Policy,
     rules: &RuleSet,
     settings: &Settings,
     now_ms: u64,
 ) -> FilterDecision {
-    let columns: Vec<(&str, Arc<MetricColumn>)> = rules
-        .rules
-        .iter()
-        .map(|r| (r.metric.as_str(), view.metric_column(&r.metric)))
-        .collect();
+    let columns = columns_of(view, rules);
     let stale_after_ms = u64::try_from(settings.stale_after.as_millis()).unwrap_or(u64::MAX);
-    filter_by(policy, rules, positions.len(), settings.unknown, |i| {
-        ColumnReadings {
+    filter_by(
+        policy,
+        rules,
+        positions.len(),
+        settings.unknown,
+        |i| positions[i].and_then(|pos| verdicts.at(pos, now_ms)),
+        |i| ColumnReadings {
             columns: &columns,
             pos: positions[i],
             now_ms,
             stale_after_ms,
-        }
-    })
+        },
+    )
 }
 
-/// The filter over `n` candidates whose metrics `readings` gives.
-fn filter_by<M: Metrics>(
+/// The filter over `n` candidates whose verdicts `folded` gives where it can (`Some(None)`
+/// kept, `Some(Some(reason))` refused) and whose metrics `readings` gives for the rest.
+fn filter_by<'v, M: Metrics>(
     policy: &Policy,
     rules: &RuleSet,
     n: usize,
     unknown: Unknown,
+    folded: impl Fn(usize) -> Option<Option<&'v Arc<str>>>,
     readings: impl Fn(usize) -> M,
 ) -> FilterDecision {
     let mut out = FilterDecision {
@@ -87,6 +98,17 @@ fn filter_by<M: Metrics>(
     };
     let mut reasons: Option<Reasons> = None;
     for i in 0..n {
+        match folded(i) {
+            Some(None) => {
+                out.passed.push(i);
+                continue;
+            }
+            Some(Some(reason)) => {
+                out.failed.push((i, String::from(&**reason)));
+                continue;
+            }
+            None => {}
+        }
         let readings = readings(i);
         if !rules.violated(&readings, unknown) {
             out.passed.push(i);

@@ -21,6 +21,7 @@
 
 pub mod decisions;
 pub mod filter;
+pub mod folded;
 pub mod http;
 pub mod parse;
 pub mod pods;
@@ -34,9 +35,10 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use telemesh_core::extender::{ExtenderFilterResult, ExtenderPreemptionArgs};
-use telemesh_core::policy::Policy;
+use telemesh_core::policy::{Policy, RuleSet};
 
 use self::filter::FilterDecision;
+use self::folded::Verdicts;
 use self::parse::{Candidates, NodeName, ParseError};
 use self::pods::ScavengerPods;
 use self::preempt::{KeepVictims, RankEffect, VictimRanker};
@@ -154,6 +156,23 @@ impl Extender {
         view.has_reward_type(&pod_type).then_some(pod_type)
     }
 
+    /// `policy`'s dontschedule `rules` folded into `view` ([`folded`]): kept with the snapshot
+    /// and folded again for each publication while calls ask for them.
+    fn verdicts(&self, view: &Snapshot, policy: &Policy, rules: &RuleSet) -> Arc<Verdicts> {
+        let unknown = self.settings.unknown;
+        let stale_after_ms =
+            u64::try_from(self.settings.stale_after.as_millis()).unwrap_or(u64::MAX);
+        let fits = |v: &Verdicts| {
+            v.rules == *rules && v.unknown == unknown && v.stale_after_ms == stale_after_ms
+        };
+        view.derived(&policy.key(), fits, || {
+            let (policy, rules, clock) = (policy.clone(), rules.clone(), self.view.clock().clone());
+            move |s: &Snapshot| {
+                Verdicts::fold(s, &policy, &rules, unknown, stale_after_ms, clock.now_ms())
+            }
+        })
+    }
+
     /// Answers a filter body.
     pub fn filter(&self, body: &[u8]) -> Handled {
         let args = match parse::parse_args(body) {
@@ -183,7 +202,7 @@ impl Extender {
         Handled {
             reply: Reply {
                 status: 200,
-                body: encode_filter(&args.candidates, &decision),
+                body: encode_filter(body, &args.candidates, &decision),
             },
             outcome,
             passed,
@@ -208,7 +227,9 @@ impl Extender {
         let now_ms = self.view.now_ms();
         let mut decision = match (rules, &view, &positions) {
             (Some((policy, rules)), Some(view), Some(positions)) => {
-                filter::filter_located(view, positions, policy, rules, &self.settings, now_ms)
+                let verdicts = self.verdicts(view, policy, rules);
+                let settings = &self.settings;
+                filter::filter_located(view, positions, &verdicts, policy, rules, settings, now_ms)
             }
             _ => FilterDecision {
                 passed: (0..candidates.len()).collect(),
@@ -466,21 +487,18 @@ fn push_candidate(out: &mut Vec<u8>, candidates: &Candidates<'_>, i: usize) {
 }
 
 /// Writes an `ExtenderFilterResult` in the request's mode: raw Node objects echoed back in
-/// full-node mode, names with nodeCacheCapable.
-fn encode_filter(candidates: &Candidates<'_>, decision: &FilterDecision) -> Vec<u8> {
+/// full-node mode, names with nodeCacheCapable. `body` is the request the candidates were read
+/// from: kept names that lie side by side in it are copied back from it in one run.
+fn encode_filter(body: &[u8], candidates: &Candidates<'_>, decision: &FilterDecision) -> Vec<u8> {
     let mut out = Vec::with_capacity(match candidates {
-        Candidates::Names(n) => 128 + n.len() * 24,
+        // The kept names are at most the body's, each reason about a hundred bytes.
+        Candidates::Names(_) => 128 + body.len() + 128 * decision.failed.len(),
         Candidates::Nodes(n) => 128 + n.iter().map(|r| r.raw.get().len() + 1).sum::<usize>(),
     });
     match candidates {
-        Candidates::Names(_) => {
+        Candidates::Names(names) => {
             out.extend_from_slice(br#"{"Nodes":null,"NodeNames":["#);
-            for (k, &i) in decision.passed.iter().enumerate() {
-                if k > 0 {
-                    out.push(b',');
-                }
-                push_candidate(&mut out, candidates, i);
-            }
+            push_kept_names(&mut out, body, names, &decision.passed);
             out.extend_from_slice(b"]");
         }
         Candidates::Nodes(nodes) => {
@@ -500,6 +518,59 @@ fn encode_filter(candidates: &Candidates<'_>, decision: &FilterDecision) -> Vec<
     push_failed(&mut out, candidates, decision);
     out.extend_from_slice(br#"},"Error":""}"#);
     out
+}
+
+/// Writes the names at `kept` (indices into `names`, ascending) as JSON array elements. A run
+/// of neighbours the body holds verbatim, one after the other in its `NodeNames` array, is
+/// copied from the body in one piece, separators and all: what lies between two elements of a
+/// JSON array is a comma and whitespace, so the piece is itself valid elements. When the filter
+/// keeps every node that is the whole array in one copy, instead of a copy per name.
+fn push_kept_names(out: &mut Vec<u8>, body: &[u8], names: &[NodeName<'_>], kept: &[usize]) {
+    let span = |i: usize| match &names[i] {
+        NodeName::Verbatim(s) => quoted_span(body, s),
+        NodeName::Decoded(_) => None,
+    };
+    let mut k = 0;
+    while k < kept.len() {
+        if k > 0 {
+            out.push(b',');
+        }
+        let Some(first) = span(kept[k]) else {
+            push_str(out, &names[kept[k]]);
+            k += 1;
+            continue;
+        };
+        let mut end = first.end;
+        k += 1;
+        while k < kept.len() && kept[k] == kept[k - 1] + 1 {
+            match span(kept[k]) {
+                Some(next) if next.start >= end && only_separators(&body[end..next.start]) => {
+                    end = next.end;
+                    k += 1;
+                }
+                _ => break,
+            }
+        }
+        out.extend_from_slice(&body[first.start..end]);
+    }
+}
+
+/// Where `name`, borrowed from `body`, lies in it with its quotes; `None` when it is not a
+/// quoted piece of `body`.
+fn quoted_span(body: &[u8], name: &str) -> Option<std::ops::Range<usize>> {
+    let start = (name.as_ptr() as usize).checked_sub(body.as_ptr() as usize)?;
+    let end = start.checked_add(name.len())?;
+    let quoted = start >= 1 && body.get(start - 1) == Some(&b'"') && body.get(end) == Some(&b'"');
+    quoted.then(|| start - 1..end + 1)
+}
+
+/// Whether `between` (the bytes from one array element to the next) is one comma and JSON
+/// whitespace.
+fn only_separators(between: &[u8]) -> bool {
+    between.iter().filter(|&&b| b == b',').count() == 1
+        && between
+            .iter()
+            .all(|b| matches!(b, b',' | b' ' | b'\n' | b'\r' | b'\t'))
 }
 
 /// The victim ranker `settings.scavenger_victims` asks for.
@@ -528,7 +599,11 @@ fn push_failed(out: &mut Vec<u8>, candidates: &Candidates<'_>, decision: &Filter
 
 /// Writes a `HostPriorityList`.
 fn encode_priorities(candidates: &Candidates<'_>, scores: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(2 + scores.len() * 36);
+    // Each entry is its name's JSON and 21 bytes more.
+    let names: usize = (0..candidates.len())
+        .map(|i| candidates.name(i).len() + 2)
+        .sum();
+    let mut out = Vec::with_capacity(2 + names + scores.len() * 21);
     out.push(b'[');
     for (i, score) in scores.iter().enumerate() {
         if i > 0 {

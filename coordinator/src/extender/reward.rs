@@ -10,7 +10,6 @@
 use std::fmt::Write as _;
 
 use telemesh_core::policy::score::MAX_SCORE;
-use telemesh_core::reward::estimate::NEUTRAL;
 use telemesh_core::reward::{Estimate, RewardModel};
 
 use super::filter::FilterDecision;
@@ -21,16 +20,24 @@ use crate::view::{NodeEntry, RewardColumn, Snapshot};
 /// 10 for anything at or above the neutral prior, and for an unseen node.
 #[inline]
 pub fn score(model: &RewardModel, estimate: &Estimate, now_ms: u64) -> u8 {
-    // Decay scales both counts alike, so with good >= bad the mean stays at or above neutral
-    // whatever the age, and so does the optimistic bound: full marks without the decay's powf
-    // (most nodes, in a healthy cluster).
-    if estimate.good >= estimate.bad {
+    // Full marks at any age need no decay's powf (most nodes, in a healthy cluster): the
+    // score only rises with age from what `score_floor` tells.
+    if model
+        .score_floor(estimate)
+        .is_some_and(|s| round_score(s) == MAX_SCORE)
+    {
         return MAX_SCORE;
     }
     let s = model.score(estimate, now_ms);
     if s.is_nan() {
         return MAX_SCORE;
     }
+    round_score(s)
+}
+
+/// A model score in [0, 1] as the extender's 0..=10.
+#[inline]
+fn round_score(s: f64) -> u8 {
     // In 0..=10 after the clamp, so the cast is exact.
     (s.clamp(0.0, 1.0) * f64::from(MAX_SCORE)).round() as u8
 }
@@ -200,9 +207,8 @@ fn floor_by(
             return true;
         };
         applied = true;
-        // As in `score`: with good >= bad the optimistic bound never drops below neutral, so a
-        // floor at or under it cannot drop the node (no decay to compute).
-        if (floor <= NEUTRAL && e.good >= e.bad) || !model.confidently_below(&e, floor, now_ms) {
+        // Most nodes are ruled out without the decay's powf (`never_below`).
+        if model.never_below(&e, floor) || !model.confidently_below(&e, floor, now_ms) {
             return true;
         }
         let name = candidates.name(i);

@@ -1260,8 +1260,9 @@ mod located {
     }
 
     /// Every located answer on `view` equals the direct one, for candidates `n<k>` (some of
-    /// which the view does not know).
-    fn assert_located_equals_direct(view: &Snapshot, picks: &[u8]) {
+    /// which the view does not know), the filter's with the rules folded at `folded_at` (before
+    /// the call, or after it: then the fold does not apply).
+    fn assert_located_equals_direct(view: &Snapshot, picks: &[u8], folded_at: u64) {
         let policy = seed_policy();
         let rules = policy.dont_schedule.as_ref().unwrap();
         let rule = policy.schedule_on_metric.as_ref().unwrap();
@@ -1280,9 +1281,18 @@ mod located {
                     ..Settings::default()
                 };
                 let direct = filter::filter(view, &policy, rules, &candidates, &settings, NOW);
-                let located =
-                    filter::filter_located(view, &positions, &policy, rules, &settings, NOW);
-                assert_eq!(direct, located);
+                let stale_after_ms = settings.stale_after.as_millis() as u64;
+                let verdicts =
+                    Verdicts::fold(view, &policy, rules, unknown, stale_after_ms, folded_at);
+                let located = filter::filter_located(
+                    view, &positions, &verdicts, &policy, rules, &settings, NOW,
+                );
+                assert_eq!(
+                    direct,
+                    located,
+                    "folded at NOW{:+}",
+                    folded_at as i64 - NOW as i64
+                );
                 for floor in [0.3, 0.6] {
                     let (mut d, mut l) = (direct.clone(), located.clone());
                     let a =
@@ -1320,14 +1330,16 @@ mod located {
             second in proptest::collection::vec(node_spec(), 1..=40),
             warm in any::<bool>(),
             picks in proptest::collection::vec(0..45u8, 0..50),
+            folded_ago in -1_000..120_000i64,
         ) {
+            let folded_at = (NOW as i64 - folded_ago) as u64;
             let first = view_of(&first);
-            assert_located_equals_direct(&first, &picks);
+            assert_located_equals_direct(&first, &picks, folded_at);
             let second = view_of(&second);
             if warm {
                 second.warm_like(&first);
             }
-            assert_located_equals_direct(&second, &picks);
+            assert_located_equals_direct(&second, &picks, folded_at);
         }
     }
 }
@@ -1399,13 +1411,24 @@ mod encoding {
     }
 
     proptest! {
+        /// `pretty`: the body indented, so kept names copied from it in runs carry whitespace.
         #[test]
-        fn filter_replies_are_what_serde_writes(fates in fates(), full in any::<bool>()) {
+        fn filter_replies_are_what_serde_writes(
+            fates in fates(),
+            full in any::<bool>(),
+            pretty in any::<bool>(),
+        ) {
             let names: Vec<&str> = fates.iter().map(|(n, _)| n.as_str()).collect();
             let body = if full { full_args(POLICY, &names) } else { names_args(POLICY, &names) };
+            let body = if pretty {
+                let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+                serde_json::to_vec_pretty(&v).unwrap()
+            } else {
+                body
+            };
             let args = parse_args(&body).unwrap();
             prop_assert_eq!(args.candidates.names(), names.clone());
-            let hand = encode_filter(&args.candidates, &decision(&fates));
+            let hand = encode_filter(&body, &args.candidates, &decision(&fates));
             prop_assert_eq!(value(&hand), value(&serde_filter(&fates, full)));
         }
 

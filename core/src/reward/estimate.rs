@@ -92,14 +92,41 @@ impl RewardModel {
     /// The score in [0, 1] the extender uses, as of `now_ms`: 1 at or above neutral, falling
     /// linearly to 0 at [`BAD_BOUND`].
     pub fn score(&self, e: &Estimate, now_ms: u64) -> f64 {
-        let d = self.decayed(e, now_ms);
+        self.score_of(&self.decayed(e, now_ms))
+    }
+
+    /// The score of counts as they are, without decay.
+    fn score_of(&self, d: &Estimate) -> f64 {
         ((d.upper(self.exploration) - BAD_BOUND) / (NEUTRAL - BAD_BOUND)).clamp(0.0, 1.0)
+    }
+
+    /// A score `e` is at or above at any time from its stamp on, told without the decay's
+    /// `powf` (`None`: it takes the decay to tell). With good >= bad that is 1; with bad >=
+    /// good, decay only raises the optimistic bound ([`Self::never_below`]), so the score now,
+    /// undecayed, is a lower bound. The extender's reward score asks this first: a node it
+    /// gives full marks to needs no decay.
+    pub fn score_floor(&self, e: &Estimate) -> Option<f64> {
+        if e.good >= e.bad {
+            return Some(1.0);
+        }
+        (self.exploration >= 0.0).then(|| self.score_of(e))
     }
 
     /// Whether the node is confidently worse than `floor` (the optimistic bound is below it),
     /// as of `now_ms`: what the extender's optional filter drops.
     pub fn confidently_below(&self, e: &Estimate, floor: f64, now_ms: u64) -> bool {
         self.decayed(e, now_ms).upper(self.exploration) < floor
+    }
+
+    /// Whether `e` is not [`Self::confidently_below`] `floor` at any time, told without the
+    /// decay's `powf`. Decay scales both counts alike, so the mean moves toward neutral and
+    /// the spread widens as `e` ages: with bad >= good the optimistic bound only rises, so a
+    /// bound at or above `floor` now stays there; with good >= bad the bound never drops below
+    /// neutral, so a floor at or under it is never reached. The extender's reward floor asks
+    /// this first, for every candidate with an estimate.
+    pub fn never_below(&self, e: &Estimate, floor: f64) -> bool {
+        (e.good >= e.bad && floor <= NEUTRAL)
+            || (e.bad >= e.good && self.exploration >= 0.0 && e.upper(self.exploration) >= floor)
     }
 }
 
@@ -245,6 +272,50 @@ mod tests {
         assert_eq!(after_one, 1.0, "neutral again within one half-life");
         // A clock that goes back does not grow the evidence.
         assert_eq!(m.decayed(&later, 0).bad, later.bad);
+    }
+
+    proptest::proptest! {
+        /// What `never_below` rules out, `confidently_below` never says, at any age.
+        #[test]
+        fn never_below_is_never_wrong(
+            good in 0..30u8,
+            bad in 0..30u8,
+            floor in 0..=100u8,
+            exploration in 0..30u8,
+            at_ms in 0..10_000_000u64,
+            now_ms in 0..20_000_000u64,
+        ) {
+            let m = RewardModel {
+                exploration: f64::from(exploration) / 10.0,
+                ..model()
+            };
+            let e = Estimate { good: f64::from(good) / 10.0, bad: f64::from(bad) / 10.0, at_ms };
+            let floor = f64::from(floor) / 100.0;
+            if m.never_below(&e, floor) {
+                proptest::prop_assert!(!m.confidently_below(&e, floor, now_ms), "{e:?} {floor} {now_ms}");
+            }
+        }
+    }
+
+    proptest::proptest! {
+        /// The score never falls below `score_floor`, at any age.
+        #[test]
+        fn score_floor_is_a_floor(
+            good in 0..30u8,
+            bad in 0..30u8,
+            exploration in 0..30u8,
+            at_ms in 0..10_000_000u64,
+            now_ms in 0..20_000_000u64,
+        ) {
+            let m = RewardModel {
+                exploration: f64::from(exploration) / 10.0,
+                ..model()
+            };
+            let e = Estimate { good: f64::from(good) / 10.0, bad: f64::from(bad) / 10.0, at_ms };
+            if let Some(floor) = m.score_floor(&e) {
+                proptest::prop_assert!(m.score(&e, now_ms) >= floor, "{e:?} {now_ms}");
+            }
+        }
     }
 
     #[test]
