@@ -274,44 +274,41 @@ mod tests {
         assert_eq!(m.decayed(&later, 0).bad, later.bad);
     }
 
+    /// A model with any optimism and an estimate of any counts and stamp.
+    fn model_and_estimate() -> impl proptest::strategy::Strategy<Value = (RewardModel, Estimate)> {
+        use proptest::strategy::Strategy as _;
+        (0..30u8, 0..30u8, 0..30u8, 0..10_000_000u64).prop_map(|(good, bad, k, at_ms)| {
+            let m = RewardModel {
+                exploration: f64::from(k) / 10.0,
+                ..model()
+            };
+            let tenths = |n: u8| f64::from(n) / 10.0;
+            let e = Estimate {
+                good: tenths(good),
+                bad: tenths(bad),
+                at_ms,
+            };
+            (m, e)
+        })
+    }
+
     proptest::proptest! {
         /// What `never_below` rules out, `confidently_below` never says, at any age.
         #[test]
         fn never_below_is_never_wrong(
-            good in 0..30u8,
-            bad in 0..30u8,
+            (m, e) in model_and_estimate(),
             floor in 0..=100u8,
-            exploration in 0..30u8,
-            at_ms in 0..10_000_000u64,
             now_ms in 0..20_000_000u64,
         ) {
-            let m = RewardModel {
-                exploration: f64::from(exploration) / 10.0,
-                ..model()
-            };
-            let e = Estimate { good: f64::from(good) / 10.0, bad: f64::from(bad) / 10.0, at_ms };
             let floor = f64::from(floor) / 100.0;
             if m.never_below(&e, floor) {
                 proptest::prop_assert!(!m.confidently_below(&e, floor, now_ms), "{e:?} {floor} {now_ms}");
             }
         }
-    }
 
-    proptest::proptest! {
         /// The score never falls below `score_floor`, at any age.
         #[test]
-        fn score_floor_is_a_floor(
-            good in 0..30u8,
-            bad in 0..30u8,
-            exploration in 0..30u8,
-            at_ms in 0..10_000_000u64,
-            now_ms in 0..20_000_000u64,
-        ) {
-            let m = RewardModel {
-                exploration: f64::from(exploration) / 10.0,
-                ..model()
-            };
-            let e = Estimate { good: f64::from(good) / 10.0, bad: f64::from(bad) / 10.0, at_ms };
+        fn score_floor_is_a_floor((m, e) in model_and_estimate(), now_ms in 0..20_000_000u64) {
             if let Some(floor) = m.score_floor(&e) {
                 proptest::prop_assert!(m.score(&e, now_ms) >= floor, "{e:?} {now_ms}");
             }

@@ -47,7 +47,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::{Controller, watcher};
+use kube::runtime::{Controller, WatchStreamExt as _, watcher};
 use kube::{Api, Client, ResourceExt as _};
 use tokio_util::sync::CancellationToken;
 
@@ -92,7 +92,11 @@ fn held_by_deleted_jobs(
     client: &Client,
     pods: Store<Pod>,
 ) -> impl Stream<Item = ObjectRef<Pod>> + Send + 'static {
+    // With backoff, as every watch here: its errors are dropped below, so a watch failing at
+    // once (an API server going away) would otherwise be retried in a loop that never returned
+    // Pending, holding its worker thread, and a runtime shutting down waited for it forever.
     watcher(Api::<Job>::all(client.clone()), watcher::Config::default())
+        .default_backoff()
         .filter_map(|event| {
             future::ready(match event {
                 Ok(watcher::Event::Delete(job)) => Some(job),
