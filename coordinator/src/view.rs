@@ -617,7 +617,7 @@ impl Snapshot {
     /// next publication before it is published ([`Self::warm_like`]), as columns are. A kept
     /// value that does not `fit` (built from an older policy, say) is built anew and replaces
     /// it. The rule must depend on the snapshot alone (and on what it captures), never on the
-    /// request. Past [`MAX_COLUMNS`] values of a type, the result is built for this call only.
+    /// request. Past `MAX_COLUMNS` (64) values of a type, the result is built for this call only.
     pub fn derived<T, D>(
         &self,
         key: &str,

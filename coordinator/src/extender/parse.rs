@@ -4,7 +4,7 @@
 //! instead of building and re-serializing k8s-openapi objects, and a node's name is found by a
 //! short scan of its first keys (`metadata` comes first in what the scheduler writes). That keeps
 //! full-node calls close to the cost of merely validating the body. A nodeCacheCapable body's
-//! names array, thousands of short strings, is scanned by hand ([`names_body`], the rest of the
+//! names array, thousands of short strings, is scanned by hand (`names_body`, the rest of the
 //! body still read by serde_json); any body the scan does not take, serde_json reads whole.
 //!
 //! Top-level keys are matched in any case ([`key_is`]); nested Kubernetes objects use their
