@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use telemesh_core::policy::{Policy, RuleSet, Unknown};
 
-use super::filter::Reasons;
+use super::reasons::Reasons;
 use crate::view::{ColumnReadings, MetricColumn, Snapshot};
 
 /// The top bit of a folded word: refused.

@@ -27,6 +27,7 @@ pub mod parse;
 pub mod pods;
 pub mod preempt;
 pub mod prioritize;
+pub mod reasons;
 pub mod reward;
 pub mod settings;
 pub mod unsaved;

@@ -536,7 +536,7 @@ proptest::proptest! {
             .collect();
         let logical = if all_of { LogicalOperator::AllOf } else { LogicalOperator::AnyOf };
         let set = RuleSet { logical, rules };
-        let reasons = filter::Reasons::new(&policy, &set);
+        let reasons = reasons::Reasons::new(&policy, &set);
         let kvs: Vec<(String, String)> = metrics
             .iter()
             .enumerate()
